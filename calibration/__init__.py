@@ -1,0 +1,1 @@
+"""Measuring traces on the local JAX devices, importing them, and fitting the model."""

@@ -1,0 +1,44 @@
+"""costmodel: what it costs a chip to decode one token of an LLM, differentiably."""
+
+from ._area import (
+    AREA_PARTS as AREA_PARTS,
+    Technology as Technology,
+    area_split as area_split,
+    chip_from_area as chip_from_area,
+    fixed_area as fixed_area,
+)
+from ._chip import TIERS as TIERS, Chip as Chip, Tiers as Tiers, make_chip as make_chip
+from ._cost import BOUNDS as BOUNDS, Cost as Cost, decode_cost as decode_cost, p_norm as p_norm, spill as spill
+from ._placement import (
+    POLICIES as POLICIES,
+    harden_placement as harden_placement,
+    policy_placement as policy_placement,
+    soft_placement as soft_placement,
+)
+from ._traffic import (
+    CLASSES as CLASSES,
+    IS_KV as IS_KV,
+    Traffic as Traffic,
+    expert_coverage as expert_coverage,
+    lower_traffic as lower_traffic,
+)
+from ._workload import PRECISIONS as PRECISIONS, Model as Model, Scenario as Scenario, Workload as Workload
+from .api import (
+    Evaluation as Evaluation,
+    evaluate as evaluate,
+    evaluate_policy as evaluate_policy,
+    system_size as system_size,
+)
+from .io import (
+    ChipInfo as ChipInfo,
+    InputError as InputError,
+    chip_info as chip_info,
+    chip_preset as chip_preset,
+    load_model as load_model,
+    make_scenario as make_scenario,
+    model_preset as model_preset,
+    tech_preset as tech_preset,
+)
+
+
+__version__ = "0.1.0"

@@ -1,0 +1,162 @@
+"""The chip (or system of chips) a model is decoded on.
+
+Three memory tiers, in a fixed order: on-chip SRAM, processing-in-memory DRAM and
+plain DRAM/HBM. A tier with zero capacity is simply absent. All fields are SI
+(bytes, s, J, W, B/s, FLOP/s); conversions from datasheet units live in `costmodel.io`.
+"""
+
+import equinox as eqx
+import jax.numpy as jnp
+
+from ._custom_types import PerPrecision, PerTier, RealScalarLike, Scalar
+
+
+TIERS = ("sram", "pim", "dram")
+SRAM, PIM, DRAM = 0, 1, 2
+
+
+class Tiers(eqx.Module):
+    """Per-tier memory parameters, one entry per tier in `TIERS`, per chip.
+
+    Attributes:
+        capacity: bytes each chip holds in the tier, B.
+        bandwidth: peak bandwidth from the tier to the compute die, B/s.
+        latency: access latency paid once per layer per step, s.
+        energy_per_byte: energy to move one byte to the compute die, J/B.
+        efficiency: fraction of `bandwidth` the kernels reach, in (0, 1].
+    """
+
+    capacity: PerTier
+    bandwidth: PerTier
+    latency: PerTier
+    energy_per_byte: PerTier
+    efficiency: PerTier
+
+    def __check_init__(self):
+        for name in ("capacity", "bandwidth", "latency", "energy_per_byte", "efficiency"):
+            if jnp.shape(getattr(self, name))[-1:] != (len(TIERS),):
+                raise ValueError(f"Tiers.{name} must have a last axis of {len(TIERS)} tiers")
+
+    @property
+    def effective_bandwidth(self) -> PerTier:
+        return self.bandwidth * self.efficiency
+
+
+class Chip(eqx.Module):
+    """A chip and the system it is deployed in.
+
+    Attributes:
+        tiers: the three memory tiers (per chip).
+        pim_bandwidth: internal (bank-level) bandwidth of the PIM tier, B/s.
+        pim_flops: in-memory compute of the PIM tier, FLOP/s.
+        pim_energy_per_byte: energy of an internal PIM access, J/B.
+        pim_serial: fraction of the PIM tier's time that cannot overlap DRAM
+            streaming, in [0, 1] (1 when PIM and normal dies share channels, as
+            PIM and normal accesses cannot overlap; IANUS, ASPLOS 2024).
+        peak_flops: dense peak per precision class (`PRECISIONS`), FLOP/s.
+        compute_efficiency: fraction of peak the matmul kernels reach, in (0, 1].
+        energy_per_flop: dynamic energy per FLOP per precision class, J/FLOP.
+        static_power: static (leakage and idle) power per chip, W.
+        power_cap: power limit per chip, W.
+        kernel_overhead: fixed time per layer per step (launch, sync), s.
+        link_bandwidth: chip-to-chip bandwidth per direction, B/s.
+        link_latency: latency of one all-reduce across the tensor-parallel group, s.
+        hop_latency: latency of one pipeline hop between chips, s.
+        overlap: exponent p of the p-norm that combines the memory and compute
+            channels: 1 is fully serial, large p is fully overlapped (p >= 1).
+        tensor_parallel: chips each layer is split across.
+        pipeline_parallel: pipeline stages the layers are split into.
+        area: die area per chip, m² (0 when unknown).
+
+    Names live outside the pytree (`costmodel.io.ChipInfo`), so that every chip
+    shares one compiled program.
+    """
+
+    tiers: Tiers
+    pim_bandwidth: Scalar
+    pim_flops: Scalar
+    pim_energy_per_byte: Scalar
+    pim_serial: Scalar
+    peak_flops: PerPrecision
+    compute_efficiency: Scalar
+    energy_per_flop: PerPrecision
+    static_power: Scalar
+    power_cap: Scalar
+    kernel_overhead: Scalar
+    link_bandwidth: Scalar
+    link_latency: Scalar
+    hop_latency: Scalar
+    overlap: Scalar
+    tensor_parallel: Scalar
+    pipeline_parallel: Scalar
+    area: Scalar
+
+    @property
+    def n_chips(self) -> Scalar:
+        return self.tensor_parallel * self.pipeline_parallel
+
+    def replace(self, **changes) -> "Chip":
+        """A copy with some fields replaced (values converted to float arrays)."""
+        names = list(changes)
+        values = [v if isinstance(v, Tiers) else jnp.asarray(v, dtype=float) for v in changes.values()]
+        return eqx.tree_at(lambda c: [getattr(c, n) for n in names], self, values)
+
+
+def make_chip(
+    *,
+    capacity: tuple[RealScalarLike, RealScalarLike, RealScalarLike],
+    bandwidth: tuple[RealScalarLike, RealScalarLike, RealScalarLike],
+    peak_flops: RealScalarLike | tuple,
+    latency=(0.0, 0.0, 0.0),
+    energy_per_byte=(0.0, 0.0, 0.0),
+    efficiency=(1.0, 1.0, 1.0),
+    pim_bandwidth=0.0,
+    pim_flops=0.0,
+    pim_energy_per_byte=0.0,
+    pim_serial=0.0,
+    compute_efficiency=1.0,
+    energy_per_flop=0.0,
+    static_power=0.0,
+    power_cap=1e9,
+    kernel_overhead=0.0,
+    link_bandwidth=0.0,
+    link_latency=0.0,
+    hop_latency=0.0,
+    overlap=64.0,
+    tensor_parallel=1,
+    pipeline_parallel=1,
+    area=0.0,
+) -> Chip:
+    """Builds a `Chip` from plain numbers (SI units).
+
+    A scalar `peak_flops` or `energy_per_flop` applies to every precision.
+
+    Examples:
+        >>> import costmodel as cm
+        >>> chip = cm.make_chip(capacity=(50e6, 0, 80e9), bandwidth=(10e12, 0, 3.35e12), peak_flops=989e12)
+        >>> chip.tiers.capacity.shape
+        (3,)
+    """
+    f = lambda x: jnp.asarray(x, dtype=float)
+    per_precision = lambda x: jnp.broadcast_to(f(x), (4,))
+    tiers = Tiers(f(capacity), f(bandwidth), f(latency), f(energy_per_byte), f(efficiency))
+    return Chip(
+        tiers=tiers,
+        pim_bandwidth=f(pim_bandwidth),
+        pim_flops=f(pim_flops),
+        pim_energy_per_byte=f(pim_energy_per_byte),
+        pim_serial=f(pim_serial),
+        peak_flops=per_precision(peak_flops),
+        compute_efficiency=f(compute_efficiency),
+        energy_per_flop=per_precision(energy_per_flop),
+        static_power=f(static_power),
+        power_cap=f(power_cap),
+        kernel_overhead=f(kernel_overhead),
+        link_bandwidth=f(link_bandwidth),
+        link_latency=f(link_latency),
+        hop_latency=f(hop_latency),
+        overlap=f(overlap),
+        tensor_parallel=f(tensor_parallel),
+        pipeline_parallel=f(pipeline_parallel),
+        area=f(area),
+    )

@@ -1,0 +1,199 @@
+"""The cost of one decode step: time, energy and what bounds it.
+
+Per step, each tier serves the bytes its share of each block class is read (and
+written) with; SRAM and DRAM stream them to the compute die, while the PIM tier
+computes on the bytes it holds (attention where its KV sits), limited by
+`max(bytes / internal bandwidth, FLOPs / PIM compute)`. The compute die does the
+remaining FLOPs. The four channels (SRAM, PIM, DRAM, compute) overlap through a
+p-norm (p = 1 fully serial, large p fully overlapped); serial terms (per-layer
+latency, kernel overhead, all-reduces and pipeline hops) add on top.
+"""
+
+import equinox as eqx
+import jax.numpy as jnp
+
+from ._chip import DRAM, PIM, SRAM, Chip
+from ._custom_types import BoolScalar, IntScalar, PerTier, PlacementMatrix, Scalar
+from ._traffic import Traffic, lower_traffic
+from ._workload import Workload
+
+
+BOUNDS = ("memory", "compute", "latency")
+"""What a step is bound by: the slowest memory channel, the compute die, or the
+serial latency terms."""
+
+
+class Cost(eqx.Module):
+    """The cost of one decode step of a whole system.
+
+    Attributes:
+        seconds_per_step: wall time of one decode step, s.
+        tokens_per_second: tokens per second over the whole batch.
+        tokens_per_second_per_sequence: tokens per second seen by one sequence.
+        joules_per_token: energy per generated token, all chips, J.
+        power: average power per chip while decoding, W.
+        bound: index into `BOUNDS`.
+        tier_bytes: bytes each tier serves per step (all chips), B.
+        tier_seconds: time each tier's channel needs per step, s.
+        tier_joules: energy of each tier's accesses per step (all chips), J.
+        compute_seconds: time the compute die needs per step, s.
+        compute_joules: dynamic compute energy per step (all chips), J.
+        flops: FLOPs per step (all chips), FLOP.
+        serial_seconds: latency, kernel overhead and communication per step, s.
+        static_joules: static energy per step (all chips), J.
+        stored_bytes: bytes each chip holds in each tier after spilling, B.
+        overflow_bytes: bytes per chip that fit in no tier, B.
+        feasible: whether everything fits.
+    """
+
+    seconds_per_step: Scalar
+    tokens_per_second: Scalar
+    tokens_per_second_per_sequence: Scalar
+    joules_per_token: Scalar
+    power: Scalar
+    bound: IntScalar
+    tier_bytes: PerTier
+    tier_seconds: PerTier
+    tier_joules: PerTier
+    compute_seconds: Scalar
+    compute_joules: Scalar
+    flops: Scalar
+    serial_seconds: Scalar
+    static_joules: Scalar
+    stored_bytes: PerTier
+    overflow_bytes: Scalar
+    feasible: BoolScalar
+
+
+def _safe_div(num, den):
+    # Double where: a zero denominator (an absent tier, no links) must give a zero
+    # term and a finite gradient, not inf or NaN through the untaken branch.
+    ok = den > 0
+    return jnp.where(ok, num / jnp.where(ok, den, 1.0), 0.0)
+
+
+def p_norm(x, p):
+    """`(sum x**p)**(1/p)` of non-negative `x`, scaled by its max to stay finite.
+
+    p = 1 is the sum (fully serial channels), p -> inf the max (fully overlapped).
+    """
+    top = jnp.max(x, axis=-1)
+    scaled = _safe_div(x, top[..., None])
+    # Double where: at top == 0 the norm is 0, and its gradient must stay finite.
+    ok = top > 0
+    inner = jnp.where(ok, jnp.sum(scaled**p, axis=-1), 1.0)
+    return jnp.where(ok, top * inner ** (1.0 / p), 0.0)
+
+
+def spill(placement: PlacementMatrix, traffic: Traffic, chip: Chip) -> PlacementMatrix:
+    """What each tier really holds: SRAM and PIM keep what fits, the rest goes to DRAM.
+
+    Capacity is feasible by construction for SRAM and PIM (technology notes,
+    recommendation 3): the fraction of a tier's demand that fits is kept, uniformly
+    across classes, and the overflow cascades to DRAM, so gradients stay alive when a
+    capacity binds. A hard placement that respects capacities is unchanged.
+    """
+    demand = placement.T @ traffic.stored_bytes / chip.n_chips  # [tiers], per chip
+    cap = chip.tiers.capacity
+    kept = jnp.where(demand > cap, _safe_div(cap, demand), 1.0)
+    kept = kept.at[DRAM].set(1.0)
+    held = placement * kept[None, :]
+    return held.at[:, DRAM].add(jnp.sum(placement - held, axis=-1))
+
+
+def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> Cost:
+    """The time and energy of one decode step.
+
+    Args:
+        workload: the model and scenario.
+        chip: the chip (and its tensor/pipeline-parallel system).
+        placement: `[classes, tiers]` fractions of each block class per tier (rows
+            on the simplex), soft or hard.
+
+    Returns:
+        A `Cost`. A placement that overflows SRAM or PIM spills to DRAM; one that
+        overflows DRAM is reported through `overflow_bytes` and `feasible`.
+
+    Examples:
+        >>> import costmodel as cm
+        >>> w = cm.Workload(cm.model_preset("llama-3-8b"), cm.Scenario(batch=1, context=4096))
+        >>> chip = cm.chip_preset("h100-sxm")
+        >>> cost = cm.decode_cost(w, chip, cm.policy_placement("dram", cm.lower_traffic(w), chip))
+        >>> cm.BOUNDS[int(cost.bound)]
+        'memory'
+    """
+    traffic = lower_traffic(workload)
+    m, s = workload.model, workload.scenario
+    tiers = chip.tiers
+    n = chip.n_chips
+    tp, pp = chip.tensor_parallel, chip.pipeline_parallel
+    held = spill(placement, traffic, chip)
+
+    moved = traffic.read_bytes + traffic.writes  # [classes], all chips
+    tier_bytes = held.T @ moved  # [tiers], all chips
+    in_pim = held[:, PIM]
+    pim_flops = jnp.sum(in_pim * traffic.flops)
+    # A pipeline runs its stages one after another for each token, so the step sees
+    # the bytes of all stages through one tensor-parallel group's channels.
+    group_bytes = tier_bytes / tp
+    stream = _safe_div(group_bytes, tiers.effective_bandwidth)
+    pim_mem = _safe_div(group_bytes[PIM], chip.pim_bandwidth * tiers.efficiency[PIM])
+    pim_math = _safe_div(pim_flops / tp, chip.pim_flops)
+    pim_time = p_norm(jnp.stack([pim_mem, pim_math]), chip.overlap)
+    tier_seconds = stream.at[PIM].set(pim_time)
+
+    precision = traffic.precision.astype(jnp.int32)
+    peak = chip.peak_flops[precision] * chip.compute_efficiency
+    host_flops = (1.0 - in_pim) * traffic.flops
+    compute_seconds = jnp.sum(_safe_div(host_flops / tp, peak))
+
+    # PIM that shares the DRAM channels runs serially with normal DRAM reads.
+    pim_alone = (1.0 - chip.pim_serial) * tier_seconds[PIM]
+    dram_and_pim = tier_seconds[DRAM] + chip.pim_serial * tier_seconds[PIM]
+    channels = jnp.stack([tier_seconds[SRAM], pim_alone, dram_and_pim, compute_seconds])
+    parallel = p_norm(channels, chip.overlap)
+
+    total_bytes = jnp.sum(tier_bytes)
+    share = _safe_div(tier_bytes, total_bytes)
+    latency = m.n_layers * jnp.sum(tiers.latency * share)
+    overhead = m.n_layers * chip.kernel_overhead
+    # Two all-reduces per layer (after attention and after the FFN), ring algorithm:
+    # each chip sends 2 (tp - 1) / tp of the message.
+    message = s.batch * m.d_model * s.activation_bytes
+    ring = 2.0 * (tp - 1.0) / tp * _safe_div(message, chip.link_bandwidth)
+    allreduce = 2.0 * m.n_layers * (chip.link_latency * jnp.clip(tp - 1.0, 0.0, 1.0) + ring)
+    hops = jnp.maximum(pp - 1.0, 0.0) * chip.hop_latency
+    serial = latency + overhead + allreduce + hops
+    seconds = parallel + serial
+
+    tier_joules = tier_bytes * tiers.energy_per_byte
+    tier_joules = tier_joules.at[PIM].set(tier_bytes[PIM] * chip.pim_energy_per_byte)
+    compute_joules = jnp.sum(traffic.flops * chip.energy_per_flop[precision])
+    static_joules = chip.static_power * n * seconds
+    joules = jnp.sum(tier_joules) + compute_joules + static_joules
+
+    stored = held.T @ traffic.stored_bytes / n
+    overflow = jnp.maximum(stored[DRAM] - tiers.capacity[DRAM], 0.0)
+    feasible = overflow <= 1e-6 * jnp.sum(stored)
+
+    memory_seconds = jnp.max(tier_seconds)
+    bound = jnp.argmax(jnp.stack([memory_seconds, compute_seconds, serial])).astype(jnp.int32)
+    return Cost(
+        seconds_per_step=seconds,
+        tokens_per_second=_safe_div(s.batch, seconds),
+        tokens_per_second_per_sequence=_safe_div(jnp.ones_like(seconds), seconds),
+        joules_per_token=_safe_div(joules, s.batch),
+        power=_safe_div(joules, seconds * n),
+        bound=bound,
+        tier_bytes=tier_bytes,
+        tier_seconds=tier_seconds,
+        tier_joules=tier_joules,
+        compute_seconds=compute_seconds,
+        compute_joules=compute_joules,
+        flops=jnp.sum(traffic.flops),
+        serial_seconds=serial,
+        static_joules=static_joules,
+        stored_bytes=stored,
+        overflow_bytes=overflow,
+        feasible=feasible,
+    )

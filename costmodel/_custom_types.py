@@ -1,0 +1,17 @@
+"""Type aliases shared by the core (shapes are named in the annotations)."""
+
+from typing import TypeAlias
+
+import numpy as np
+from jaxtyping import Array, ArrayLike, Bool, Float, Int
+
+
+RealScalarLike: TypeAlias = float | int | np.floating | np.integer | ArrayLike
+IntScalarLike: TypeAlias = int | np.integer | ArrayLike
+Scalar: TypeAlias = Float[Array, ""]
+IntScalar: TypeAlias = Int[Array, ""]
+BoolScalar: TypeAlias = Bool[Array, ""]
+PerTier: TypeAlias = Float[Array, " tiers"]
+PerClass: TypeAlias = Float[Array, " classes"]
+PerPrecision: TypeAlias = Float[Array, " precisions"]
+PlacementMatrix: TypeAlias = Float[Array, "classes tiers"]

@@ -1,0 +1,152 @@
+"""Where each block class lives: a `[classes x tiers]` matrix with rows on the simplex.
+
+Decode attention reads every KV byte of a sequence, and a weight matmul every weight,
+so the blocks of a class are interchangeable and the fraction of a class's bytes in
+each tier is the exact continuous relaxation (technology notes, recommendation 1).
+A *soft* placement comes from logits through a tempered softmax; a *hard* placement
+is whole blocks per tier that respect every capacity.
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from ._chip import DRAM, PIM, SRAM, TIERS, Chip
+from ._custom_types import PerClass, PlacementMatrix, RealScalarLike
+from ._traffic import IS_KV, Traffic
+
+
+POLICIES = ("dram", "sram", "pim_kv", "greedy")
+"""Hard placement policies: everything in DRAM (a GPU); everything in SRAM, spilling
+to DRAM (an SRAM machine); KV in PIM and weights in DRAM (a PIM GPU); and greedy,
+filling SRAM then PIM (KV only) then DRAM in order of bytes read per byte stored."""
+
+
+CAPACITY_MARGIN = 1e-4
+"""Fraction of SRAM and PIM capacity a hard placement leaves free."""
+
+
+def soft_placement(logits: PlacementMatrix, temperature: RealScalarLike = 1.0) -> PlacementMatrix:
+    """Rows of `softmax(logits / temperature)`: each class's fraction per tier.
+
+    Args:
+        logits: `[classes, tiers]` unnormalised log-fractions.
+        temperature: > 0; small values approach a one-hot (hard) placement.
+
+    Returns:
+        A `[classes, tiers]` matrix whose rows are on the simplex.
+    """
+    return jax.nn.softmax(logits / temperature, axis=-1)
+
+
+def _blocks_per_chip(traffic: Traffic, chip: Chip) -> PerClass:
+    """Per-chip bytes of one block: every block is split over all chips."""
+    return traffic.block_bytes / chip.n_chips
+
+
+def _evict(blocks, tier, dest, traffic, chip, value):
+    """Keeps the most valuable whole blocks of `tier` that fit; moves the rest out.
+
+    `blocks` is `[classes, tiers]` block counts; evicted blocks of class c go to tier
+    `dest[c]`. Classes are kept in order of value, with a cumulative sum over the
+    sorted classes, so it is jit-able and shape-stable. The budget is computed as
+    capacity minus the bytes of more valuable classes, which stays accurate in float32
+    even when the evicted bytes are many orders of magnitude larger than the tier.
+    """
+    per_block = _blocks_per_chip(traffic, chip)
+    budget = chip.tiers.capacity[tier] * (1 - CAPACITY_MARGIN)
+    order = jnp.argsort(-value)
+    held = blocks[:, tier][order]
+    pb = per_block[order]
+    held_bytes = held * pb
+    before = jnp.cumsum(held_bytes) - held_bytes
+    allowed = jnp.clip(budget - before, 0.0, held_bytes)
+    safe_pb = jnp.where(pb > 0, pb, 1.0)
+    keep = jnp.where(pb > 0, jnp.minimum(jnp.floor(allowed / safe_pb), held), held)
+    evicted = jnp.zeros_like(keep).at[order].set(held - keep)
+    blocks = blocks.at[:, tier].add(-evicted)
+    return blocks + evicted[:, None] * jax.nn.one_hot(dest, len(TIERS), dtype=blocks.dtype)
+
+
+def _value(traffic: Traffic) -> PerClass:
+    """Bytes moved per step per byte stored: what a fast tier is worth to a class."""
+    stored = traffic.stored_bytes
+    ok = stored > 0
+    moved = traffic.read_bytes + traffic.writes
+    return jnp.where(ok, moved / jnp.where(ok, stored, 1.0), 0.0)
+
+
+def _to_fractions(blocks, traffic: Traffic) -> PlacementMatrix:
+    total = jnp.sum(blocks, axis=-1, keepdims=True)
+    ok = total > 0
+    frac = blocks / jnp.where(ok, total, 1.0)
+    empty = jax.nn.one_hot(DRAM, len(TIERS), dtype=blocks.dtype)
+    return jnp.where(ok, frac, empty)
+
+
+def _repair(blocks, traffic: Traffic, chip: Chip) -> PlacementMatrix:
+    """Evicts SRAM overflow (KV to PIM, weights to DRAM), then PIM overflow to DRAM."""
+    value = _value(traffic)
+    is_kv = jnp.asarray(IS_KV)
+    has_pim = chip.tiers.capacity[PIM] > 0
+    sram_dest = jnp.where(is_kv & has_pim, PIM, DRAM)
+    blocks = _evict(blocks, SRAM, sram_dest, traffic, chip, value)
+    blocks = _evict(blocks, PIM, jnp.full(is_kv.shape, DRAM), traffic, chip, value)
+    return _to_fractions(blocks, traffic)
+
+
+def harden_placement(placement: PlacementMatrix, traffic: Traffic, chip: Chip) -> PlacementMatrix:
+    """Rounds a soft placement to whole blocks that respect the SRAM and PIM capacity.
+
+    Each class keeps the whole blocks its fractions give it in SRAM and PIM (rounded
+    to nearest); the rest go to DRAM. A tier still over capacity then gives up whole
+    blocks, the classes with the fewest bytes read per byte stored first. DRAM, the
+    last tier, is not repaired: a design whose DRAM overflows is infeasible, and
+    `decode_cost` reports it.
+
+    Args:
+        placement: `[classes, tiers]` fractions (rows on the simplex).
+        traffic: the traffic the placement is for (block counts and sizes).
+        chip: the chip whose capacities must be respected.
+
+    Returns:
+        A placement whose fractions are whole blocks over each class's block count.
+    """
+    count = jnp.ceil(traffic.count)[:, None]
+    fast = jnp.round(placement[:, :DRAM] * count)
+    fast = jnp.minimum(fast, count)
+    fast = jnp.where(jnp.sum(fast, axis=-1, keepdims=True) > count, jnp.floor(placement[:, :DRAM] * count), fast)
+    blocks = jnp.concatenate([fast, count - jnp.sum(fast, axis=-1, keepdims=True)], axis=-1)
+    return _repair(blocks, traffic, chip)
+
+
+def policy_placement(policy: str, traffic: Traffic, chip: Chip) -> PlacementMatrix:
+    """A hard placement following one of `POLICIES`.
+
+    Args:
+        policy: one of `POLICIES`.
+        traffic: the workload's traffic.
+        chip: the chip (its capacities bound SRAM and PIM).
+
+    Returns:
+        A hard `[classes, tiers]` placement.
+    """
+    if policy not in POLICIES:
+        raise ValueError(f"unknown placement policy {policy!r}; expected one of {POLICIES}")
+    count = jnp.ceil(traffic.count)
+    is_kv = jnp.asarray(IS_KV)
+    if policy == "dram":
+        start = jnp.full(count.shape, DRAM)
+    elif policy == "pim_kv":
+        start = jnp.where(is_kv, PIM, DRAM)
+    else:
+        start = jnp.full(count.shape, SRAM)
+    blocks = count[:, None] * jax.nn.one_hot(start, len(TIERS), dtype=count.dtype)
+    if policy == "sram":
+        # An SRAM machine has no PIM: spill straight to DRAM.
+        chip = chip.replace(tiers=_without_pim(chip))
+    return _repair(blocks, traffic, chip)
+
+
+def _without_pim(chip: Chip):
+    return eqx.tree_at(lambda t: t.capacity, chip.tiers, chip.tiers.capacity.at[PIM].set(0.0))

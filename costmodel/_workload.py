@@ -1,0 +1,180 @@
+"""What is being decoded: a transformer and a decode scenario.
+
+Every number is an array leaf (a float, even for counts) so that a sweep can `vmap`
+over model sizes, batches and formats without recompiling. Only names are static.
+"""
+
+import equinox as eqx
+import jax.numpy as jnp
+
+from ._custom_types import IntScalarLike, RealScalarLike, Scalar
+
+
+PRECISIONS = ("f32", "16", "8", "4")
+"""Compute precision classes, indexing `Chip.peak_flops` and `Chip.energy_per_flop`."""
+
+
+class Model(eqx.Module):
+    """A decoder-only transformer, as far as decode traffic is concerned.
+
+    Attributes:
+        n_layers: transformer blocks.
+        n_sliding_layers: how many of them use sliding-window attention (the rest are
+            global); `0 <= n_sliding_layers <= n_layers`.
+        window: sliding window in tokens (ignored when `n_sliding_layers == 0`).
+        d_model: residual width.
+        n_heads: query heads per layer.
+        n_kv_heads: key/value heads per layer (GQA when fewer than `n_heads`).
+        head_dim: width of one head.
+        d_ff: FFN hidden width (per expert for a mixture of experts).
+        ffn_matrices: weight matrices per FFN (3 for SwiGLU/GeGLU, 2 for a plain MLP).
+        vocab: vocabulary size.
+        tied_embeddings: 1 if the output head shares the input embedding, else 0.
+        n_experts: routed experts per layer (0 for a dense FFN).
+        top_k: experts each token is routed to.
+        n_shared_experts: always-active experts per layer (each `d_ff` wide).
+
+    Names live outside the pytree (`costmodel.io`), so that every model shares one
+    compiled program.
+    """
+
+    n_layers: Scalar
+    n_sliding_layers: Scalar
+    window: Scalar
+    d_model: Scalar
+    n_heads: Scalar
+    n_kv_heads: Scalar
+    head_dim: Scalar
+    d_ff: Scalar
+    ffn_matrices: Scalar
+    vocab: Scalar
+    tied_embeddings: Scalar
+    n_experts: Scalar
+    top_k: Scalar
+    n_shared_experts: Scalar
+
+    def __init__(
+        self,
+        *,
+        n_layers: RealScalarLike,
+        d_model: RealScalarLike,
+        n_heads: RealScalarLike,
+        n_kv_heads: RealScalarLike | None = None,
+        head_dim: RealScalarLike | None = None,
+        d_ff: RealScalarLike,
+        vocab: RealScalarLike,
+        ffn_matrices: RealScalarLike = 3,
+        tied_embeddings: RealScalarLike = 0,
+        n_experts: RealScalarLike = 0,
+        top_k: RealScalarLike = 0,
+        n_shared_experts: RealScalarLike = 0,
+        n_sliding_layers: RealScalarLike = 0,
+        window: RealScalarLike = 0,
+    ):
+        f = lambda x: jnp.asarray(x, dtype=float)
+        self.n_layers = f(n_layers)
+        self.d_model = f(d_model)
+        self.n_heads = f(n_heads)
+        self.n_kv_heads = f(n_heads if n_kv_heads is None else n_kv_heads)
+        self.head_dim = f(d_model / n_heads if head_dim is None else head_dim)
+        self.d_ff = f(d_ff)
+        self.vocab = f(vocab)
+        self.ffn_matrices = f(ffn_matrices)
+        self.tied_embeddings = f(tied_embeddings)
+        self.n_experts = f(n_experts)
+        self.top_k = f(top_k)
+        self.n_shared_experts = f(n_shared_experts)
+        self.n_sliding_layers = f(n_sliding_layers)
+        self.window = f(window)
+
+    @property
+    def n_global_layers(self) -> Scalar:
+        return self.n_layers - self.n_sliding_layers
+
+    @property
+    def attention_params_per_layer(self) -> Scalar:
+        """Q and O projections plus K and V projections."""
+        q_o = 2 * self.d_model * self.n_heads * self.head_dim
+        k_v = 2 * self.d_model * self.n_kv_heads * self.head_dim
+        return q_o + k_v
+
+    @property
+    def ffn_params_per_expert(self) -> Scalar:
+        return self.ffn_matrices * self.d_model * self.d_ff
+
+    @property
+    def dense_ffn_params_per_layer(self) -> Scalar:
+        """FFN weights every token reads: the dense FFN, or the shared experts."""
+        dense = jnp.where(self.n_experts > 0, self.n_shared_experts, 1.0)
+        return dense * self.ffn_params_per_expert
+
+    @property
+    def n_params(self) -> Scalar:
+        """Total parameter count (embeddings included)."""
+        per_layer = (
+            self.attention_params_per_layer
+            + self.dense_ffn_params_per_layer
+            + self.n_experts * self.ffn_params_per_expert
+        )
+        embed = (2 - self.tied_embeddings) * self.vocab * self.d_model
+        return self.n_layers * per_layer + embed
+
+    @property
+    def kv_elements_per_token_per_layer(self) -> Scalar:
+        """K and V elements one token adds to one layer's cache."""
+        return 2 * self.n_kv_heads * self.head_dim
+
+
+class Scenario(eqx.Module):
+    """One decode operating point.
+
+    Attributes:
+        batch: sequences decoded together in one step.
+        context: tokens already in each sequence's KV cache (its mean, for a mix of
+            lengths: dense attention traffic is linear in it).
+        prefix: of those, tokens of a prefix shared by all sequences of the batch,
+            whose KV is stored once and read once per step; `prefix <= context`.
+        weight_bytes: bytes per weight, scales included (2 for bf16, 0.5625 for q4_0).
+        kv_bytes: bytes per KV-cache element, scales included.
+        weight_precision: index into `PRECISIONS` of the weight matmuls' compute.
+        kv_precision: index into `PRECISIONS` of the attention compute.
+        activation_bytes: bytes per activation element exchanged between chips.
+    """
+
+    batch: Scalar
+    context: Scalar
+    prefix: Scalar
+    weight_bytes: Scalar
+    kv_bytes: Scalar
+    weight_precision: Scalar
+    kv_precision: Scalar
+    activation_bytes: Scalar
+
+    def __init__(
+        self,
+        *,
+        batch: RealScalarLike = 1,
+        context: RealScalarLike = 4096,
+        prefix: RealScalarLike = 0,
+        weight_bytes: RealScalarLike = 2.0,
+        kv_bytes: RealScalarLike = 2.0,
+        weight_precision: IntScalarLike = 1,
+        kv_precision: IntScalarLike = 1,
+        activation_bytes: RealScalarLike = 2.0,
+    ):
+        f = lambda x: jnp.asarray(x, dtype=float)
+        self.batch = f(batch)
+        self.context = f(context)
+        self.prefix = f(prefix)
+        self.weight_bytes = f(weight_bytes)
+        self.kv_bytes = f(kv_bytes)
+        self.weight_precision = jnp.asarray(weight_precision, dtype=jnp.int32)
+        self.kv_precision = jnp.asarray(kv_precision, dtype=jnp.int32)
+        self.activation_bytes = f(activation_bytes)
+
+
+class Workload(eqx.Module):
+    """A model decoded at a scenario."""
+
+    model: Model
+    scenario: Scenario

@@ -1,0 +1,73 @@
+"""Seeded random configurations for property tests."""
+
+import numpy as np
+
+import costmodel as cm
+
+
+def random_model(rng: np.random.Generator) -> cm.Model:
+    n_heads = int(rng.choice([8, 16, 32, 64]))
+    group = int(rng.choice([1, 2, 4, 8]))
+    n_layers = int(rng.integers(2, 96))
+    moe = rng.random() < 0.3
+    n_experts = int(rng.choice([8, 16, 64])) if moe else 0
+    sliding = int(rng.integers(0, n_layers + 1)) if rng.random() < 0.3 else 0
+    return cm.Model(
+        n_layers=n_layers,
+        d_model=n_heads * 128,
+        n_heads=n_heads,
+        n_kv_heads=max(1, n_heads // group),
+        head_dim=128,
+        d_ff=int(rng.integers(2, 6)) * n_heads * 128,
+        vocab=int(rng.choice([32000, 128256])),
+        n_experts=n_experts,
+        top_k=2 if moe else 0,
+        n_sliding_layers=sliding,
+        window=4096,
+    )
+
+
+def random_scenario(rng: np.random.Generator) -> cm.Scenario:
+    context = float(rng.integers(1, 131072))
+    return cm.Scenario(
+        batch=float(rng.integers(1, 512)),
+        context=context,
+        prefix=float(rng.integers(0, context)) if rng.random() < 0.3 else 0.0,
+        weight_bytes=float(rng.choice([0.5625, 1.0, 2.0])),
+        kv_bytes=float(rng.choice([1.0, 2.0])),
+        weight_precision=int(rng.integers(1, 4)),
+        kv_precision=1,
+    )
+
+
+def random_chip(rng: np.random.Generator, ordered: bool = True) -> cm.Chip:
+    """A random chip; with `ordered`, SRAM and PIM are better per byte than DRAM."""
+    dram_bw = 10 ** rng.uniform(11, 13)
+    sram_bw = dram_bw * 10 ** rng.uniform(0.1, 1.5) if ordered else 10 ** rng.uniform(11, 14)
+    pim_internal = dram_bw * 10 ** rng.uniform(0.3, 1.3)
+    e_dram = 10 ** rng.uniform(-11, -10)
+    return cm.make_chip(
+        capacity=(10 ** rng.uniform(6, 10), 10 ** rng.uniform(8, 11) * (rng.random() < 0.7), 10 ** rng.uniform(10, 12)),
+        bandwidth=(sram_bw, dram_bw, dram_bw),
+        latency=(1e-8, 3e-7, 4e-7) if ordered else tuple(10 ** rng.uniform(-9, -6, 3)),
+        energy_per_byte=(e_dram / 10, e_dram, e_dram),
+        efficiency=(rng.uniform(0.5, 1.0),) * 3 if ordered else tuple(rng.uniform(0.5, 1.0, 3)),
+        pim_bandwidth=pim_internal,
+        pim_flops=pim_internal * 10 ** rng.uniform(0.5, 2),
+        pim_energy_per_byte=e_dram / 6,
+        peak_flops=10 ** rng.uniform(13, 15.5),
+        compute_efficiency=rng.uniform(0.3, 0.9),
+        energy_per_flop=10 ** rng.uniform(-13, -12),
+        static_power=rng.uniform(0, 200),
+        kernel_overhead=rng.uniform(0, 1e-5),
+        link_bandwidth=10 ** rng.uniform(10, 12),
+        link_latency=rng.uniform(0, 1e-5),
+        hop_latency=rng.uniform(0, 1e-5),
+        overlap=rng.uniform(1, 64),
+        tensor_parallel=int(rng.choice([1, 2, 4, 8])),
+        pipeline_parallel=int(rng.choice([1, 1, 2])),
+    )
+
+
+def random_logits(rng: np.random.Generator) -> np.ndarray:
+    return rng.normal(size=(len(cm.CLASSES), len(cm.TIERS))) * 2
