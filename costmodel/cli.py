@@ -7,6 +7,7 @@ value and expectation, and exit status 2; never a traceback.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -16,6 +17,17 @@ from .io import InputError
 
 
 EXIT_BAD_INPUT = 2
+
+COMMAND_MODULES = (
+    "calibration.commands",
+    "costmodel.codesign_cli",
+    "costmodel.sweep_cli",
+    "costmodel.validate_cli",
+    "costmodel.explain_cli",
+)
+"""Modules that add subcommands: each has `add_commands(subparsers)`, which adds its
+parsers with `set_defaults(func=...)`; a func returns the exit status and raises
+`InputError` for bad input. Heavy imports belong inside the funcs, not at the top."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -65,6 +77,7 @@ def cmd_presets(args) -> int:
     data = {
         "models": sorted(io.model_presets()),
         "chips": sorted(io.chip_presets()),
+        "calibrated_chips": sorted(io.calibrated_chips()),
         "formats": sorted(io.formats()),
         "tech_nodes": io.tech_nodes(),
         "placement_policies": list(POLICIES),
@@ -178,6 +191,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="the main job: evaluate every chip preset on the default workload mix")
     p.add_argument("--out", default="report", help="report folder (default ./report)")
     p.set_defaults(func=cmd_run)
+
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name == name:
+                continue
+            raise
+        module.add_commands(sub)
     return parser
 
 

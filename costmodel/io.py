@@ -407,18 +407,29 @@ def chip_presets() -> dict[str, dict[str, Any]]:
     return load_toml(data_dir() / "chips.toml")["chips"]
 
 
+def calibrated_chips() -> dict[str, Path]:
+    """Chip files fitted to measured traces (`data/calibrated/NAME.toml`), by name."""
+    folder = data_dir() / "calibrated"
+    return {p.stem: p for p in sorted(folder.glob("*.toml"))} if folder.is_dir() else {}
+
+
 def chip_info(spec: str) -> ChipInfo:
-    """A chip from a preset id or a TOML chip file (same fields as a preset)."""
+    """A chip from a preset id, a calibrated chip name, or a TOML chip file (same fields as a preset)."""
     presets = chip_presets()
     if spec in presets:
         return chip_from_table(presets[spec], f"{data_dir() / 'chips.toml'}: chips.{spec}", spec)
+    calibrated = calibrated_chips()
+    if spec in calibrated:
+        spec = str(calibrated[spec])
     p = Path(spec)
     if p.suffix == ".toml" or p.exists():
         t = load_toml(p)
         if "chip" in t and isinstance(t["chip"], dict):
             t = t["chip"]
         return chip_from_table(t, str(p), p.stem)
-    raise InputError(f"chip {spec!r}: unknown preset; expected one of {sorted(presets)} or a path to a chip TOML file")
+    raise InputError(
+        f"chip {spec!r}: unknown preset; expected one of {sorted(presets) + sorted(calibrated)} or a path to a chip TOML file"
+    )
 
 
 def chip_preset(name: str) -> Chip:
