@@ -9,11 +9,25 @@ from ._area import (
 )
 from ._chip import TIERS as TIERS, Chip as Chip, Tiers as Tiers, make_chip as make_chip
 from ._cost import BOUNDS as BOUNDS, Cost as Cost, decode_cost as decode_cost, p_norm as p_norm, spill as spill
+from ._economics import (
+    Economics as Economics,
+    TokenCost as TokenCost,
+    die_cost as die_cost,
+    die_yield as die_yield,
+    dies_per_wafer as dies_per_wafer,
+    token_cost as token_cost,
+)
 from ._placement import (
     POLICIES as POLICIES,
     harden_placement as harden_placement,
     policy_placement as policy_placement,
     soft_placement as soft_placement,
+)
+from ._power import (
+    MIN_CLOCK as MIN_CLOCK,
+    Sustained as Sustained,
+    sustained_cost as sustained_cost,
+    throttle as throttle,
 )
 from ._traffic import (
     CLASSES as CLASSES,
@@ -29,6 +43,8 @@ from .api import (
     evaluate_policy as evaluate_policy,
     system_size as system_size,
 )
+from .economics_io import economics_preset as economics_preset
+from .explain import AreaDesign as AreaDesign, cascade_placement as cascade_placement
 from .io import (
     ChipInfo as ChipInfo,
     InputError as InputError,

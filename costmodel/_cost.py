@@ -10,6 +10,7 @@ latency, kernel overhead, all-reduces and pipeline hops) add on top.
 """
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 
 from ._chip import DRAM, PIM, SRAM, Chip
@@ -65,6 +66,17 @@ class Cost(eqx.Module):
     feasible: BoolScalar
 
 
+RATE_FLOOR = 1.0
+"""Smallest rate (B/s or FLOP/s) a channel is given: a tier, PIM unit or compute die
+that is absent (rate 0) then takes absurdly long for any work asked of it, rather
+than none, and both the value and the gradient stay finite."""
+
+
+def _time(work, rate):
+    """Seconds for `work` at `rate`; zero work takes no time, even at rate 0."""
+    return work / jnp.maximum(rate, RATE_FLOOR)
+
+
 def _safe_div(num, den):
     # Double where: a zero denominator (an absent tier, no links) must give a zero
     # term and a finite gradient, not inf or NaN through the untaken branch.
@@ -72,17 +84,35 @@ def _safe_div(num, den):
     return jnp.where(ok, num / jnp.where(ok, den, 1.0), 0.0)
 
 
+P_NORM_FLOOR = 1e-30
+"""Channel times below this (s) count as zero in the overlap p-norm."""
+
+
 def p_norm(x, p):
-    """`(sum x**p)**(1/p)` of non-negative `x`, scaled by its max to stay finite.
+    """`(sum x**p)**(1/p)` of non-negative `x` along the last axis.
 
     p = 1 is the sum (fully serial channels), p -> inf the max (fully overlapped).
+    Computed as `c * (sum (x/c)**p)**(1/p)` with `c = max(x)` held constant under
+    differentiation: the value is exact, the gradient is exact (the norm is
+    homogeneous), and neither overflows for large p or underflows for tiny x.
     """
-    top = jnp.max(x, axis=-1)
-    scaled = _safe_div(x, top[..., None])
-    # Double where: at top == 0 the norm is 0, and its gradient must stay finite.
-    ok = top > 0
-    inner = jnp.where(ok, jnp.sum(scaled**p, axis=-1), 1.0)
-    return jnp.where(ok, top * inner ** (1.0 / p), 0.0)
+    c = jax.lax.stop_gradient(jnp.max(x, axis=-1, keepdims=True))
+    # Double where: below the floor the norm is 0 with a zero, finite gradient.
+    ok = c > P_NORM_FLOOR
+    scaled = x / jnp.where(ok, c, 1.0)
+    # And again for the power: d(s**p)/ds is computed as p * s**p / s, NaN at s = 0.
+    live = ok & (scaled > 0)
+    p = jnp.asarray(p)
+    powered = jnp.where(live, jnp.where(live, scaled, 1.0) ** p[..., None], 0.0)
+    inner = jnp.where(ok[..., 0], jnp.sum(powered, axis=-1), 1.0)
+    return jnp.where(ok[..., 0], c[..., 0] * inner ** (1.0 / p), 0.0)
+
+
+def _kept(demand, capacity):
+    """Fraction of a tier's demand that fits (1 when it all does)."""
+    # Floored at one byte: a demand of 1e-30 B (a saturated softmax) over a capacity
+    # of 0 must not give 0/0 in the gradient.
+    return jnp.where(demand > capacity, capacity / jnp.maximum(demand, 1.0), 1.0)
 
 
 def spill(placement: PlacementMatrix, traffic: Traffic, chip: Chip) -> PlacementMatrix:
@@ -90,13 +120,12 @@ def spill(placement: PlacementMatrix, traffic: Traffic, chip: Chip) -> Placement
 
     Capacity is feasible by construction for SRAM and PIM (technology notes,
     recommendation 3): the fraction of a tier's demand that fits is kept, uniformly
-    across classes, and the overflow cascades to DRAM, so gradients stay alive when a
-    capacity binds. A hard placement that respects capacities is unchanged.
+    across classes, and the overflow goes to DRAM (as `harden_placement`'s repair
+    does), so gradients stay alive when a capacity binds. A hard placement that
+    respects capacities is unchanged.
     """
     demand = placement.T @ traffic.stored_bytes / chip.n_chips  # [tiers], per chip
-    cap = chip.tiers.capacity
-    kept = jnp.where(demand > cap, _safe_div(cap, demand), 1.0)
-    kept = kept.at[DRAM].set(1.0)
+    kept = _kept(demand, chip.tiers.capacity).at[DRAM].set(1.0)
     held = placement * kept[None, :]
     return held.at[:, DRAM].add(jnp.sum(placement - held, axis=-1))
 
@@ -136,16 +165,16 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     # A pipeline runs its stages one after another for each token, so the step sees
     # the bytes of all stages through one tensor-parallel group's channels.
     group_bytes = tier_bytes / tp
-    stream = _safe_div(group_bytes, tiers.effective_bandwidth)
-    pim_mem = _safe_div(group_bytes[PIM], chip.pim_bandwidth * tiers.efficiency[PIM])
-    pim_math = _safe_div(pim_flops / tp, chip.pim_flops)
+    stream = _time(group_bytes, tiers.effective_bandwidth)
+    pim_mem = _time(group_bytes[PIM], chip.pim_bandwidth * tiers.efficiency[PIM])
+    pim_math = _time(pim_flops / tp, chip.pim_flops)
     pim_time = p_norm(jnp.stack([pim_mem, pim_math]), chip.overlap)
     tier_seconds = stream.at[PIM].set(pim_time)
 
     precision = traffic.precision.astype(jnp.int32)
     peak = chip.peak_flops[precision] * chip.compute_efficiency
     host_flops = (1.0 - in_pim) * traffic.flops
-    compute_seconds = jnp.sum(_safe_div(host_flops / tp, peak))
+    compute_seconds = jnp.sum(_time(host_flops / tp, peak))
 
     # PIM that shares the DRAM channels runs serially with normal DRAM reads.
     pim_alone = (1.0 - chip.pim_serial) * tier_seconds[PIM]
@@ -160,7 +189,7 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     # Two all-reduces per layer (after attention and after the FFN), ring algorithm:
     # each chip sends 2 (tp - 1) / tp of the message.
     message = s.batch * m.d_model * s.activation_bytes
-    ring = 2.0 * (tp - 1.0) / tp * _safe_div(message, chip.link_bandwidth)
+    ring = 2.0 * (tp - 1.0) / tp * _time(message, chip.link_bandwidth)
     allreduce = 2.0 * m.n_layers * (chip.link_latency * jnp.clip(tp - 1.0, 0.0, 1.0) + ring)
     hops = jnp.maximum(pp - 1.0, 0.0) * chip.hop_latency
     serial = latency + overhead + allreduce + hops
@@ -173,6 +202,7 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     joules = jnp.sum(tier_joules) + compute_joules + static_joules
 
     stored = held.T @ traffic.stored_bytes / n
+    # SRAM and PIM cannot overflow after `spill`; DRAM, the last tier, can.
     overflow = jnp.maximum(stored[DRAM] - tiers.capacity[DRAM], 0.0)
     feasible = overflow <= 1e-6 * jnp.sum(stored)
 

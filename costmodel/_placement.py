@@ -16,10 +16,12 @@ from ._custom_types import PerClass, PlacementMatrix, RealScalarLike
 from ._traffic import IS_KV, Traffic
 
 
-POLICIES = ("dram", "sram", "pim_kv", "greedy")
+POLICIES = ("dram", "sram", "pim_kv", "pim", "greedy")
 """Hard placement policies: everything in DRAM (a GPU); everything in SRAM, spilling
-to DRAM (an SRAM machine); KV in PIM and weights in DRAM (a PIM GPU); and greedy,
-filling SRAM then PIM (KV only) then DRAM in order of bytes read per byte stored."""
+to DRAM (an SRAM machine); KV in PIM and weights in DRAM (a PIM GPU, attention in
+memory); everything in PIM, spilling to DRAM (GEMV in memory too, as PIM-GPT and
+CENT do); and greedy, filling SRAM then PIM (KV only) then DRAM in order of bytes
+read per byte stored."""
 
 
 CAPACITY_MARGIN = 1e-4
@@ -62,7 +64,11 @@ def _evict(blocks, tier, dest, traffic, chip, value):
     before = jnp.cumsum(held_bytes) - held_bytes
     allowed = jnp.clip(budget - before, 0.0, held_bytes)
     safe_pb = jnp.where(pb > 0, pb, 1.0)
-    keep = jnp.where(pb > 0, jnp.minimum(jnp.floor(allowed / safe_pb), held), held)
+    # A class that fits whole keeps every block: floor(held * pb / pb) can come out
+    # one block short in float32.
+    whole = allowed >= held_bytes
+    partial = jnp.minimum(jnp.floor(allowed / safe_pb), held)
+    keep = jnp.where(pb > 0, jnp.where(whole, held, partial), held)
     evicted = jnp.zeros_like(keep).at[order].set(held - keep)
     blocks = blocks.at[:, tier].add(-evicted)
     return blocks + evicted[:, None] * jax.nn.one_hot(dest, len(TIERS), dtype=blocks.dtype)
@@ -84,12 +90,13 @@ def _to_fractions(blocks, traffic: Traffic) -> PlacementMatrix:
     return jnp.where(ok, frac, empty)
 
 
-def _repair(blocks, traffic: Traffic, chip: Chip) -> PlacementMatrix:
-    """Evicts SRAM overflow (KV to PIM, weights to DRAM), then PIM overflow to DRAM."""
+def _repair(blocks, traffic: Traffic, chip: Chip, kv_to_pim: bool = False) -> PlacementMatrix:
+    """Evicts SRAM overflow to DRAM (KV to PIM instead with `kv_to_pim`, when the
+    chip has PIM), then PIM overflow to DRAM."""
     value = _value(traffic)
     is_kv = jnp.asarray(IS_KV)
     has_pim = chip.tiers.capacity[PIM] > 0
-    sram_dest = jnp.where(is_kv & has_pim, PIM, DRAM)
+    sram_dest = jnp.where(is_kv & has_pim & kv_to_pim, PIM, DRAM)
     blocks = _evict(blocks, SRAM, sram_dest, traffic, chip, value)
     blocks = _evict(blocks, PIM, jnp.full(is_kv.shape, DRAM), traffic, chip, value)
     return _to_fractions(blocks, traffic)
@@ -100,7 +107,8 @@ def harden_placement(placement: PlacementMatrix, traffic: Traffic, chip: Chip) -
 
     Each class keeps the whole blocks its fractions give it in SRAM and PIM (rounded
     to nearest); the rest go to DRAM. A tier still over capacity then gives up whole
-    blocks, the classes with the fewest bytes read per byte stored first. DRAM, the
+    blocks to DRAM, the classes with the fewest bytes read per byte stored first (as
+    `spill` moves a soft placement's overflow to DRAM). DRAM, the
     last tier, is not repaired: a design whose DRAM overflows is infeasible, and
     `decode_cost` reports it.
 
@@ -139,13 +147,15 @@ def policy_placement(policy: str, traffic: Traffic, chip: Chip) -> PlacementMatr
         start = jnp.full(count.shape, DRAM)
     elif policy == "pim_kv":
         start = jnp.where(is_kv, PIM, DRAM)
+    elif policy == "pim":
+        start = jnp.full(count.shape, PIM)
     else:
         start = jnp.full(count.shape, SRAM)
     blocks = count[:, None] * jax.nn.one_hot(start, len(TIERS), dtype=count.dtype)
     if policy == "sram":
         # An SRAM machine has no PIM: spill straight to DRAM.
         chip = chip.replace(tiers=_without_pim(chip))
-    return _repair(blocks, traffic, chip)
+    return _repair(blocks, traffic, chip, kv_to_pim=policy == "greedy")
 
 
 def _without_pim(chip: Chip):

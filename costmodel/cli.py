@@ -118,6 +118,7 @@ def cmd_evaluate(args) -> int:
         kv=args.kv,
         chips=args.chips,
         placement=args.placement,
+        framework=args.framework,
     )
     record = cost_record(e)
     if not record["feasible"]:
@@ -125,6 +126,26 @@ def cmd_evaluate(args) -> int:
             f"chip {args.chip!r} x {record['chips']}: the model and KV cache do not fit "
             f"({record['overflow_bytes_per_chip'] / 1e9:.3g} GB per chip over capacity); use more --chips"
         )
+    mode = getattr(args, "mode", "peak")
+    if mode == "sustained":
+        import dataclasses
+
+        import equinox as eqx
+
+        from ._power import sustained_cost
+
+        s = eqx.filter_jit(sustained_cost)(e.workload, e.chip, e.placement)
+        e = dataclasses.replace(e, cost=s.cost)
+        record = cost_record(e)
+        record["sustained_clock"] = float(s.clock)
+        record["sustained_to_peak"] = float(s.sustained_to_peak)
+        record["within_power_cap"] = bool(s.within_cap)
+    record["mode"] = mode
+    record["power_cap_watts_per_chip"] = float(e.chip.power_cap)
+    if getattr(args, "plot", None):
+        from .explain import roofline_plot
+
+        roofline_plot(e, args.plot, title=f"{record['model']} on {record['chip']} ({mode})")
     if args.json:
         print(dumps(record))
     else:
@@ -151,6 +172,8 @@ def _print_evaluation(r) -> None:
     t.add_row("energy per token", si(r["joules_per_token"], "J"))
     t.add_row("power per chip", si(r["power_watts_per_chip"], "W"))
     t.add_row("bound", r["bound"])
+    if r.get("mode") == "sustained":
+        t.add_row("sustained clock / speed vs peak", f"{r['sustained_clock']:.2f} / {r['sustained_to_peak']:.3f}")
     console.print(t)
     b = r["breakdown"]
     t = Table("channel", "bytes/step", "time", "energy", "held per chip", title="breakdown per step")
@@ -184,7 +207,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chip", default="h100-sxm", help="chip preset id or chip TOML path")
     p.add_argument("--chips", type=_positive_int, default=None, help="system size (default: fewest chips that fit)")
     p.add_argument("--placement", default=None, choices=POLICIES, help="placement policy (default: the chip's own)")
+    p.add_argument(
+        "--framework", default=None, help="serving-framework profile: llama.cpp, gpt-fast, trt-llm, vllm, native"
+    )
     add_scenario_args(p)
+    p.add_argument(
+        "--mode", default="peak", choices=("peak", "sustained"), help="full clock, or clock lowered to the power cap"
+    )
+    p.add_argument("--plot", default=None, metavar="OUT.png", help="write a roofline and time-breakdown plot")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_evaluate)
 

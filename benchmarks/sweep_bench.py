@@ -1,0 +1,343 @@
+"""Sweep throughput and memory: the compiled, sharded sweep vs per-config loops vs a peer.
+
+Two modes:
+
+    python benchmarks/sweep_bench.py speed  [--n 1000000] [--loop 2000] [--peer-python PY]
+    python benchmarks/sweep_bench.py memory [--n 10000000] [--out DIR]
+
+`speed` evaluates the configs of `data/sweeps/llama3-8b-h100.toml` (llama-3-8b decode
+on an H100-like chip; batch, context, HBM bandwidth and 16-bit FLOP/s drawn by Latin
+hypercube) three ways, side by side in one run, in interleaved rounds (medians):
+
+1. the sweep: one `jit(vmap(...))` call per chunk, sharded over one CPU device per
+   core (compile time excluded; the configs are generated on the host inside the
+   timed loop), and the same end to end through `run_sweep` with Parquet writing;
+2. a per-config Python loop over the same configs: the sweep's own config function
+   jitted without `vmap` (`Sweep.single`), and `costmodel.evaluate_policy` with the
+   workload and chip pytrees built per config (what a user would write);
+3. a peer cost tool from PyPI, `llm-analysis` (`LLMAnalysis(...).inference(...)` with
+   `num_tokens_to_generate=1`), in its own virtual environment so that its pins do
+   not touch ours:
+
+       python3 -m venv /tmp/sweep-peer-venv && /tmp/sweep-peer-venv/bin/pip install llm-analysis
+
+`memory` runs `run_sweep` over `--n` configs of the same spec into `--out` and samples
+the process's resident memory (`/proc/self/status` VmRSS, and the peak VmHWM that
+`resource.getrusage` also reports) every second, appending to `OUT/memory.jsonl`, so
+a run stopped by a timeout still shows how far it got.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import jax
+
+
+# One CPU device per core, as `costmodel sweep` does by default (before JAX starts).
+if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+    jax.config.update("jax_num_cpu_devices", os.cpu_count() or 1)
+
+import jax.numpy as jnp
+import numpy as np
+
+import costmodel as cm
+import costmodel.sweep as sw
+
+
+SPEC = sw.data_sweeps() / "llama3-8b-h100.toml"
+
+PEER = r"""
+import json, logging, sys, time
+import llm_analysis.analysis as A
+from llm_analysis.analysis import LLMAnalysis
+from llm_analysis.config import DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig
+
+A.logger.setLevel(logging.ERROR)  # no per-config printing: time the model, not the log
+cfg = json.load(sys.stdin)
+model = ModelConfig(name="llama-3-8b", num_layers=32, n_head=32, hidden_dim=4096, vocab_size=128256,
+                    num_key_value_heads=8, ffn_embed_dim=14336, expansion_ratio=3.5)
+out = []
+for rnd in range(cfg["rounds"]):
+    ok = 0
+    t0 = time.perf_counter()
+    for b, c, bw, fl in zip(cfg["batch"], cfg["context"], cfg["bw"], cfg["flops"]):
+        gpu = GPUConfig(name="h100-like", mem_per_GPU_in_GB=80, hbm_bandwidth_in_GB_per_sec=bw / 1e9,
+                        intra_node_bandwidth_in_GB_per_sec=450, intra_node_min_message_latency=8e-6,
+                        peak_fp16_TFLOPS=fl / 1e12)
+        a = LLMAnalysis(model, gpu, DtypeConfig(), ParallelismConfig(), flops_efficiency=0.7,
+                        hbm_memory_efficiency=0.9)
+        try:
+            r = a.inference(batch_size_per_gpu=max(1, round(b)), seq_len=max(1, round(c)), num_tokens_to_generate=1)
+            ok += r["decode_latency"] > 0
+        except AssertionError:  # the tool asserts when a config does not fit
+            pass
+    out.append({"seconds": time.perf_counter() - t0, "n": len(cfg["batch"]), "ok": ok})
+print(json.dumps(out))
+"""
+
+
+def _evict_without_sort(blocks, tier, dest, traffic, chip, value):
+    """`costmodel._placement._evict` with ranks from pairwise comparisons instead of
+    argsort + cumsum + scatter: the bytes of the classes more valuable than class i are
+    a masked sum, which XLA vectorises over a batch (a sort of 7 runs as a scalar loop
+    per row on CPU). A proposal for the core, measured here; same rule, same order of
+    ties (lower class index first)."""
+    from costmodel import _placement as P
+
+    per_block = P._blocks_per_chip(traffic, chip)
+    budget = chip.tiers.capacity[tier] * (1 - P.CAPACITY_MARGIN)
+    held = blocks[:, tier]
+    held_bytes = held * per_block
+    n = value.shape[-1]
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    # ahead[i, j]: class j is kept before class i (more valuable, or as valuable and first).
+    ahead = (value[None, :] > value[:, None]) | ((value[None, :] == value[:, None]) & (j < i))
+    before = jnp.sum(jnp.where(ahead, held_bytes[None, :], 0.0), axis=-1)
+    allowed = jnp.clip(budget - before, 0.0, held_bytes)
+    safe_pb = jnp.where(per_block > 0, per_block, 1.0)
+    keep = jnp.where(per_block > 0, jnp.minimum(jnp.floor(allowed / safe_pb), held), held)
+    evicted = held - keep
+    blocks = blocks.at[:, tier].add(-evicted)
+    return blocks + evicted[:, None] * jax.nn.one_hot(dest, len(cm.TIERS), dtype=blocks.dtype)
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
+
+
+def proc_status() -> dict[str, float]:
+    out = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(("VmRSS", "VmHWM")):
+            key, value = line.split(":")
+            out[key] = float(value.split()[0]) / 1024  # MB
+    return out
+
+
+def time_sweep_chunks(sweep: sw.Sweep, n: int) -> float:
+    """Configs/s of the compiled program over configs [0, n), host generation included."""
+    t0 = time.perf_counter()
+    pending = None
+    for k in range(-(-n // sweep.chunk)):
+        start, stop = k * sweep.chunk, min((k + 1) * sweep.chunk, n)
+        _, res = sweep.dispatch(start, stop)
+        if pending is not None:
+            jax.block_until_ready(pending)
+        pending = res
+    jax.block_until_ready(pending)
+    return n / (time.perf_counter() - t0)
+
+
+def time_single_loop(sweep: sw.Sweep, configs: dict[str, np.ndarray], m: int) -> float:
+    """Configs/s of the same config function, jitted, called once per config."""
+    rows = [{"_row": np.int32(0), **{k: np.float32(v[i]) for k, v in configs.items()}} for i in range(m)]
+    jax.block_until_ready(sweep.single(rows[0]))  # compile outside the timing
+    t0 = time.perf_counter()
+    for r in rows:
+        jax.block_until_ready(sweep.single(r)["seconds_per_step"])
+    return m / (time.perf_counter() - t0)
+
+
+def time_evaluate_loop(configs: dict[str, np.ndarray], m: int) -> float:
+    """Configs/s of `evaluate_policy` with pytrees built per config."""
+    model = cm.model_preset("llama-3-8b")
+    base = cm.chip_preset("h100-sxm")
+
+    def one(i):
+        w = cm.Workload(model, cm.Scenario(batch=configs["batch"][i], context=configs["context"][i]))
+        tiers = base.tiers
+        tiers = type(tiers)(
+            tiers.capacity,
+            tiers.bandwidth.at[2].set(configs["chip.tiers.bandwidth.dram"][i]),
+            tiers.latency,
+            tiers.energy_per_byte,
+            tiers.efficiency,
+        )
+        chip = base.replace(tiers=tiers, peak_flops=base.peak_flops.at[1].set(configs["chip.peak_flops.16"][i]))
+        cost, _ = cm.evaluate_policy(w, chip, "dram")
+        return float(cost.seconds_per_step)
+
+    one(0)
+    t0 = time.perf_counter()
+    for i in range(m):
+        one(i)
+    return m / (time.perf_counter() - t0)
+
+
+def time_peer(python: str, configs: dict[str, np.ndarray], m: int, rounds: int) -> dict:
+    payload = {
+        "rounds": rounds,
+        "batch": configs["batch"][:m].tolist(),
+        "context": configs["context"][:m].tolist(),
+        "bw": configs["chip.tiers.bandwidth.dram"][:m].tolist(),
+        "flops": configs["chip.peak_flops.16"][:m].tolist(),
+    }
+    res = subprocess.run([python, "-c", PEER], input=json.dumps(payload), capture_output=True, text=True, timeout=1800)
+    if res.returncode != 0:
+        raise RuntimeError(f"peer failed: {res.stderr[-2000:]}")
+    runs = json.loads(res.stdout.strip().splitlines()[-1])
+    rates = [r["n"] / r["seconds"] for r in runs]
+    return {"rates": rates, "ok": runs[0]["ok"]}
+
+
+def speed(args) -> dict:
+    spec = sw.load_spec(SPEC)
+    spec = dataclasses.replace(spec, samples=args.n)
+    sweep = sw.cached_sweep(spec, args.chunk)
+    t0 = time.perf_counter()
+    jax.block_until_ready(sweep.dispatch(0, min(sweep.chunk, args.n))[1])
+    compile_s = time.perf_counter() - t0
+    configs = sweep.configs(0, args.loop)
+    feasible = sweep.table(0, min(sweep.chunk, args.n)).column("feasible").to_numpy().mean()
+    have_peer = Path(args.peer_python).exists()
+    # The same sweep with the sort-free eviction proposed for the core (traced after
+    # the patch, so it is a separate program); its results are compared below.
+    from costmodel import _placement
+
+    original = _placement._evict
+    _placement._evict = _evict_without_sort
+    try:
+        proposed = sw.Sweep(spec, args.chunk)
+        jax.block_until_ready(proposed.dispatch(0, min(sweep.chunk, args.n))[1])
+    finally:
+        _placement._evict = original
+    a, b = sweep.table(0, sweep.chunk).to_pandas(), proposed.table(0, sweep.chunk).to_pandas()
+    cols = list(sw.RESULTS)
+    rel = np.nanmax(np.abs(a[cols].to_numpy() - b[cols].to_numpy()) / np.maximum(np.abs(a[cols].to_numpy()), 1e-30))
+    same_flags = bool((a.feasible == b.feasible).all() and (a.bound == b.bound).all())
+    res: dict[str, list[float]] = {
+        "sweep": [],
+        "sweep_sortfree_evict": [],
+        "sweep_parquet": [],
+        "single": [],
+        "evaluate": [],
+        "peer": [],
+    }
+    peer_ok = None
+    for rnd in range(args.rounds):
+        res["sweep"].append(time_sweep_chunks(sweep, args.n))
+        res["sweep_sortfree_evict"].append(time_sweep_chunks(proposed, args.n))
+        with tempfile.TemporaryDirectory() as d:
+            stats = sw.run_sweep(spec, d, chunk=args.chunk)
+            res["sweep_parquet"].append(stats.configs_per_second)
+        res["single"].append(time_single_loop(sweep, configs, args.loop))
+        res["evaluate"].append(time_evaluate_loop(configs, args.loop // 4))
+        if have_peer:
+            p = time_peer(args.peer_python, configs, args.loop, 1)
+            res["peer"] += p["rates"]
+            peer_ok = p["ok"]
+        print(f"round {rnd}: " + ", ".join(f"{k} {v[-1]:,.0f}/s" for k, v in res.items() if v), flush=True)
+    med = {k: float(np.median(v)) for k, v in res.items() if v}
+    summary = {
+        "spec": str(SPEC),
+        "n": args.n,
+        "chunk": sweep.chunk,
+        "devices": [str(d) for d in sweep.devices],
+        "cpu_count": os.cpu_count(),
+        "compile_seconds": compile_s,
+        "feasible_fraction_first_chunk": float(feasible),
+        "median_configs_per_second": med,
+        "rounds": res,
+        "sortfree_evict_max_rel_diff": float(rel),
+        "sortfree_evict_same_feasible_and_bound": same_flags,
+        "ratio_sweep_vs_single_loop": med["sweep"] / med["single"],
+        "ratio_sweep_vs_evaluate_loop": med["sweep"] / med["evaluate"],
+        "peak_rss_mb": peak_rss_mb(),
+        "jax": jax.__version__,
+    }
+    if "peer" in med:
+        summary["ratio_sweep_vs_peer"] = med["sweep"] / med["peer"]
+        summary["ratio_sweep_parquet_vs_peer"] = med["sweep_parquet"] / med["peer"]
+        summary["ratio_sweep_sortfree_evict_vs_peer"] = med["sweep_sortfree_evict"] / med["peer"]
+        summary["peer"] = (
+            "llm-analysis "
+            + subprocess.run(
+                [args.peer_python, "-c", "import importlib.metadata as m; print(m.version('llm-analysis'))"],
+                capture_output=True,
+                text=True,
+            ).stdout.strip()
+        )
+        summary["peer_configs_that_ran"] = peer_ok
+    return summary
+
+
+def memory(args) -> dict:
+    spec = dataclasses.replace(sw.load_spec(SPEC), samples=args.n)
+    out = Path(args.out)
+    if out.exists() and not args.resume:
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / "memory.jsonl"
+    stop = threading.Event()
+    t0 = time.perf_counter()
+
+    def sample():
+        with open(log, "a") as f:
+            while not stop.wait(1.0):
+                rec = {"t": round(time.perf_counter() - t0, 1), "chunks": len(list(out.glob("chunk-*.parquet")))}
+                rec.update(proc_status())
+                f.write(json.dumps(rec) + "\n")
+                f.flush()
+
+    thread = threading.Thread(target=sample, daemon=True)
+    before = proc_status()
+    thread.start()
+    stats = sw.run_sweep(spec, out, chunk=args.chunk, resume=args.resume, progress=args.progress)
+    stop.set()
+    thread.join()
+    samples = [json.loads(line) for line in log.read_text().splitlines()]
+    size = sum(p.stat().st_size for p in out.glob("chunk-*.parquet"))
+    return {
+        "n": args.n,
+        "chunk": stats.chunks and sw.read_manifest(out)["chunk"],
+        "evaluated": stats.evaluated,
+        "seconds": stats.seconds,
+        "configs_per_second": stats.configs_per_second,
+        "rss_mb_before_run": before.get("VmRSS"),
+        "rss_mb_max_sampled": max((s.get("VmRSS", 0) for s in samples), default=None),
+        "rss_mb_median_sampled": float(np.median([s.get("VmRSS", 0) for s in samples])) if samples else None,
+        "peak_rss_mb_getrusage": peak_rss_mb(),
+        "parquet_bytes": size,
+        "devices": len(jax.local_devices()),
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="mode", required=True)
+    s = sub.add_parser("speed")
+    s.add_argument("--n", type=int, default=1_000_000, help="configs of the sweep timing")
+    s.add_argument("--loop", type=int, default=2000, help="configs of the per-config loops and the peer")
+    s.add_argument("--rounds", type=int, default=3)
+    s.add_argument("--chunk", type=int, default=None)
+    s.add_argument("--peer-python", default="/tmp/sweep-peer-venv/bin/python")
+    m = sub.add_parser("memory")
+    m.add_argument("--n", type=int, default=10_000_000)
+    m.add_argument("--chunk", type=int, default=None)
+    m.add_argument("--out", default="/tmp/sweep-memory-bench")
+    m.add_argument("--resume", action="store_true")
+    m.add_argument("--progress", action="store_true")
+    for q in (s, m):
+        q.add_argument("--json", default=None, help="also write the summary to this file")
+    args = p.parse_args()
+    summary = speed(args) if args.mode == "speed" else memory(args)
+    text = json.dumps(summary, indent=1)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

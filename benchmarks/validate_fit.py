@@ -1,0 +1,29 @@
+"""Refits every framework profile on its `fitted_on` rows and the two fitted SRAM-machine
+latencies, and prints the numbers that data/frameworks.toml and data/chips.toml carry.
+
+    python benchmarks/validate_fit.py
+"""
+
+import time
+
+import costmodel.validate as v
+
+
+def main() -> None:
+    rows = v.load_rows()
+    by_id = {r.id: r for r in rows}
+    start = time.perf_counter()
+    fitted = v.fit_all(rows)
+    for name, m in fitted.items():
+        print(f"[frameworks.{name!r}]")
+        for key, value in zip(v.MULTIPLIERS, m):
+            print(f"{key} = {value:.4g}")
+    print(f"fit time {time.perf_counter() - start:.1f} s")
+    groq = v.fit_serial_latency(by_id["groq-llama2-70b"], "kernel_overhead")
+    ovh = v.fit_serial_latency(by_id["cerebras-llama31-70b"], "kernel_overhead")
+    print(f"groq-lpu kernel_overhead_us = {groq * 1e6:.4g}")
+    print(f"cerebras-wse3 kernel_overhead_us = {ovh * 1e6:.4g}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""`costmodel explain`: sensitivities of a design point and the buyer's questions answered."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _split(text: str) -> tuple[float, float, float]:
+    try:
+        parts = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected three numbers 'compute,sram,pim'") from None
+    if len(parts) != 3 or any(not (p >= 0) or p == float("inf") for p in parts) or sum(parts) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected three numbers >= 0 'compute,sram,pim', not all 0")
+    return parts  # type: ignore[return-value]
+
+
+def add_commands(subparsers) -> None:
+    from ._placement import POLICIES
+    from .cli import _positive_int, _positive_number, add_scenario_args
+    from .economics_io import add_economics_args
+
+    p = subparsers.add_parser(
+        "explain",
+        help="elasticities of time, energy and cost per token, and the buyer's questions answered",
+        description=(
+            "Elasticities d log y / d log x (jax.grad) of seconds, joules and USD per token w.r.t. peak FLOP/s, "
+            "each tier's bandwidth and capacity and (with --tech) each part of the die area; on-chip byte share, "
+            "compute utilisation, sustained-to-peak ratio and cost per token."
+        ),
+    )
+    p.add_argument("--model", default="llama-3-8b", help="model preset id or config.json path")
+    p.add_argument("--chip", default=None, help="chip preset id or chip TOML path (default h100-sxm)")
+    p.add_argument("--chips", type=_positive_int, default=None, help="system size (default: fewest chips that fit)")
+    p.add_argument("--placement", default=None, choices=POLICIES, help="placement policy (default: the chip's own)")
+    add_scenario_args(p)
+    p.add_argument("--mode", default="peak", choices=("peak", "sustained"), help="which cost to differentiate")
+    g = p.add_argument_group("area-designed chip (instead of --chip)")
+    g.add_argument("--tech", default=None, help="technology node: design the chip from an area split")
+    g.add_argument("--area", type=_positive_number, default=814.0, help="die area, mm² (default 814)")
+    g.add_argument("--split", type=_split, default=(0.9, 0.08, 0.02), help="compute,sram,pim shares of free area")
+    g.add_argument("--stacks", type=_positive_int, default=5, help="HBM stacks (default 5)")
+    g.add_argument("--power-cap", type=_positive_number, default=700.0, help="power cap per chip, W (default 700)")
+    g.add_argument("--max-chips", type=_positive_int, default=8, help="largest system to size to (default 8)")
+    add_economics_args(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_explain)
+
+
+def _design(args):
+    """(ChipInfo, AreaDesign or None, economics, pricing note) from the arguments."""
+    import dataclasses
+
+    from .economics_io import economics_from_args
+    from .explain import AreaDesign
+    from .io import ChipInfo, InputError, chip_info, tech_preset
+
+    if args.tech is None:
+        name = args.chip or "h100-sxm"
+        info = chip_info(name)
+        if args.placement is not None:
+            info = dataclasses.replace(info, placement=args.placement)
+        econ, _, note = economics_from_args(args, name)
+        return info, None, econ, note
+    if args.chip is not None:
+        raise InputError(f"--chip {args.chip!r} and --tech {args.tech!r}: give one (a preset, or an area design)")
+    tech = tech_preset(args.tech)
+    design = AreaDesign.from_split(tech, args.area * 1e-6, args.split, float(args.stacks), power_cap=args.power_cap)
+    free = float(sum(design.parts))
+    if free <= 0:
+        raise InputError(f"--area {args.area:g}: expected more than the fixed I/O and PHY area of {args.stacks} stacks")
+    label = f"{args.area:g} mm² at {args.tech}, split {','.join(f'{s:g}' for s in args.split)}"
+    info = ChipInfo(design.chip(), args.placement or "greedy", args.max_chips, "area-design", "", label)
+    args.node = args.node or args.tech
+    econ, _, note = economics_from_args(args, "area-design")
+    return info, design, econ, note
+
+
+def cmd_explain(args) -> int:
+    from .api import evaluate
+    from .explain import explain
+    from .io import InputError
+    from .report import dumps
+
+    info, design, econ, note = _design(args)
+    e = evaluate(
+        args.model,
+        info,
+        batch=args.batch,
+        context=args.context,
+        prefix=args.prefix,
+        weights=args.weights,
+        kv=args.kv,
+        chips=args.chips,
+    )
+    if not bool(e.cost.feasible):
+        raise InputError(
+            f"chip {info.name!r} x {e.tensor_parallel * e.pipeline_parallel}: the model and KV cache do not fit; "
+            "use more --chips"
+        )
+    x = explain(e.workload, e.chip, econ, policy=e.info.placement, mode=args.mode, area=design)
+    s = e.workload.scenario
+    record = {
+        "model": e.model_name,
+        "chip": info.name,
+        "label": info.label,
+        "tensor_parallel": e.tensor_parallel,
+        "pipeline_parallel": e.pipeline_parallel,
+        "batch": float(s.batch),
+        "context": float(s.context),
+        "pricing": note,
+        **x.record,
+        "answers": x.answers,
+    }
+    if args.json:
+        print(dumps(record))
+    else:
+        _print(record)
+    return 0
+
+
+def _print(r) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from .report import si
+
+    console = Console()
+    console.print(
+        f"[bold]{r['model']}[/] on [bold]{r['label'] or r['chip']}[/] x{r['chips']} "
+        f"(TP {r['tensor_parallel']}, PP {r['pipeline_parallel']}), batch {r['batch']:g}, context {r['context']:g}, "
+        f"placement {r['policy']}, {r['mode']} mode"
+    )
+    t = Table("figure", "value")
+    t.add_row("time per token (one sequence)", si(r["seconds_per_token"], "s"))
+    t.add_row("tokens/s (all sequences)", f"{r['tokens_per_second']:.4g}")
+    t.add_row("energy per token", si(r["joules_per_token"], "J"))
+    t.add_row("bound", r["bound"])
+    t.add_row(
+        "bytes on-chip / in PIM / from DRAM",
+        f"{r['onchip_byte_share']:.1%} / {r['pim_byte_share']:.1%} / {r['dram_byte_share']:.1%}",
+    )
+    t.add_row("compute utilisation (of peak)", f"{r['compute_utilisation']:.1%}")
+    t.add_row("sustained / peak (clock)", f"{r['sustained_to_peak']:.3f} ({r['sustained_clock']:.2f})")
+    t.add_row("power per chip: peak / cap", f"{r['peak_power_watts_per_chip']:.0f} W / {r['power_cap_watts']:.0f} W")
+    c = r["cost_sustained"]
+    t.add_row("USD per million tokens (sustained)", f"{c['usd_per_million_tokens']:.4g}  ({r['pricing']})")
+    console.print(t)
+    t = Table("parameter", "s/token", "J/token", "USD/token", title="elasticities d log y / d log x")
+    by = r["elasticities_by_objective"]
+    for k in by["seconds_per_token"]:
+        t.add_row(k, *(f"{by[o][k]:+.3f}" for o in ("seconds_per_token", "joules_per_token", "usd_per_token")))
+    console.print(t)
+    console.print(f"[dim]capacity and area: {r['capacity_method']}[/]")
+    for a in r["answers"]:
+        console.print(f"• {a}")

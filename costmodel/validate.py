@@ -1,0 +1,599 @@
+"""Validation against published decode measurements, and serving-framework profiles.
+
+The measurement table (`data/measurements/measurements.toml`) holds published decode
+rates with their exact conditions and sources. Each row is evaluated with the chip
+preset, the row's serving-framework profile (`data/frameworks.toml`) and the row's
+system layout, and compared with the published value.
+
+A framework profile is four multipliers applied to a chip: on every memory tier's
+`efficiency` and on `compute_efficiency` (each result capped at 1), and on the per-layer
+`kernel_overhead` and the all-reduce `link_latency`. The software term is as large as
+the hardware one: llama.cpp's CUDA kernels reach ~40% of HBM bandwidth at batch 1 where
+gpt-fast reaches ~70%. The profiles are fitted (`fit_framework`, optax on log
+multipliers) on the rows each profile lists in `fitted_on`, which the table marks
+`status = "fit"`; only the other rows (`status = "test"`) are scored.
+
+Rows with a static batch (`output_tokens_per_second_per_chip`) include prefill, priced
+here as compute-bound: `FLOPs / (peak x compute_efficiency)` of a prefill of
+`batch x input_tokens` tokens over the tensor-parallel group.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._chip import Chip
+from ._cost import decode_cost
+from ._traffic import lower_traffic
+from ._workload import Workload
+from .io import ChipInfo, InputError, check_table, chip_info, data_dir, load_model, load_toml, make_scenario
+
+
+GROUPS = ("batch1-gpu", "apple", "large-batch", "sram")
+"""Groups the error is summarised over."""
+
+STATUSES = ("fit", "test", "reference")
+"""`fit`: used to fit a profile or an assumed chip number; `test`: held out and
+scored; `reference`: shown with a prediction, not scored (the row says why)."""
+
+METRICS = ("tokens_per_second_per_sequence", "output_tokens_per_second_per_chip")
+
+MULTIPLIERS = ("memory_efficiency", "compute_efficiency", "kernel_overhead", "link_latency")
+"""The fields of a framework profile, in the order of its log-multiplier vector."""
+
+TARGETS = {"batch1-gpu": 0.15, "apple": 0.15, "large-batch": 0.25}
+"""Median absolute percentage error each group must stay within on held-out rows."""
+
+SRAM_FACTOR = 2.0
+"""The SRAM machines' held-out rows must be within this factor of the measurement."""
+
+
+# --- frameworks -------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Framework:
+    """A serving-framework efficiency profile (`data/frameworks.toml`).
+
+    Attributes:
+        name: profile id.
+        multipliers: the four `MULTIPLIERS`, each > 0.
+        fit: which multipliers the fit may move (the others stay at 1).
+        fitted_on: measurement row ids the profile was fitted on.
+        base: for a backend variant (e.g. `llama.cpp-metal`), the framework name a user
+            asks for; the variant is used on the chips it lists.
+        chips: chip ids a backend variant applies to.
+        source: how the profile was obtained.
+    """
+
+    name: str
+    multipliers: tuple[float, float, float, float]
+    fit: tuple[str, ...]
+    fitted_on: tuple[str, ...]
+    base: str | None
+    chips: tuple[str, ...]
+    source: str
+
+
+def frameworks_path() -> Path:
+    return data_dir() / "frameworks.toml"
+
+
+def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
+    """All framework profiles, validated."""
+    path = Path(path) if path is not None else frameworks_path()
+    data = load_toml(path).get("frameworks")
+    if not isinstance(data, dict) or not data:
+        raise InputError(f"{path}: expected a non-empty [frameworks] table")
+    out = {}
+    for name, t in data.items():
+        where = f"{path}: frameworks.{name}"
+        t = check_table(
+            t,
+            where,
+            {k: "positive" for k in MULTIPLIERS},
+            strings=("source", "base", "description"),
+            tables=("fit", "fitted_on", "chips"),
+        )
+        lists = {}
+        for key in ("fit", "fitted_on", "chips"):
+            value = t.get(key, [])
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise InputError(f"{where}: field {key!r} = {value!r}: expected a list of strings")
+            lists[key] = tuple(value)
+        for key in lists["fit"]:
+            if key not in MULTIPLIERS:
+                raise InputError(f"{where}: field 'fit' has {key!r}: expected names from {list(MULTIPLIERS)}")
+        if not t.get("source"):
+            raise InputError(f"{where}: missing field 'source' (how the profile was obtained)")
+        out[name] = Framework(
+            name=name,
+            multipliers=tuple(t[k] for k in MULTIPLIERS),
+            fit=lists["fit"],
+            fitted_on=lists["fitted_on"],
+            base=t.get("base"),
+            chips=lists["chips"],
+            source=t["source"],
+        )
+    for f in out.values():
+        if f.base is not None and f.base not in out:
+            raise InputError(f"{path}: frameworks.{f.name}: field 'base' = {f.base!r}: expected a framework name")
+    return out
+
+
+def framework_names(frameworks: dict[str, Framework] | None = None) -> list[str]:
+    """The names a user can ask for (backend variants are chosen automatically)."""
+    frameworks = frameworks if frameworks is not None else load_frameworks()
+    return sorted(name for name, f in frameworks.items() if f.base is None)
+
+
+def resolve_framework(name: str, chip_name: str, frameworks: dict[str, Framework] | None = None) -> Framework:
+    """The profile for framework `name` on chip `chip_name` (a backend variant if one lists it)."""
+    frameworks = frameworks if frameworks is not None else load_frameworks()
+    if name not in frameworks or frameworks[name].base is not None:
+        raise InputError(f"framework {name!r}: unknown; expected one of {framework_names(frameworks)}")
+    for f in frameworks.values():
+        if f.base == name and chip_name in f.chips:
+            return f
+    return frameworks[name]
+
+
+def apply_multipliers(chip: Chip, log_multipliers: jnp.ndarray) -> Chip:
+    """A chip with a profile's multipliers applied (pure, differentiable).
+
+    Args:
+        chip: the chip preset.
+        log_multipliers: `[4]` logs of the `MULTIPLIERS`.
+
+    Returns:
+        The chip with tier efficiencies and compute efficiency scaled (capped at 1),
+        and kernel overhead and all-reduce latency scaled.
+    """
+    m = jnp.exp(log_multipliers)
+    efficiency = jnp.minimum(chip.tiers.efficiency * m[0], 1.0)
+    tiers = eqx.tree_at(lambda t: t.efficiency, chip.tiers, efficiency)
+    return eqx.tree_at(
+        lambda c: (c.tiers, c.compute_efficiency, c.kernel_overhead, c.link_latency),
+        chip,
+        (
+            tiers,
+            jnp.minimum(chip.compute_efficiency * m[1], 1.0),
+            chip.kernel_overhead * m[2],
+            chip.link_latency * m[3],
+        ),
+    )
+
+
+def apply_framework(info: ChipInfo, framework: str) -> ChipInfo:
+    """A `ChipInfo` whose chip has the framework profile applied (for `evaluate`)."""
+    f = resolve_framework(framework, info.name)
+    chip = apply_multipliers(info.chip, jnp.log(jnp.asarray(f.multipliers, dtype=float)))
+    return dataclasses.replace(info, chip=chip, label=f"{info.label or info.name} ({f.name})")
+
+
+# --- the measurement table ---------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One published measurement with its conditions (see the table's header)."""
+
+    id: str
+    group: str
+    status: str
+    chip: str
+    framework: str
+    model: str
+    weights: str
+    kv: str
+    batch: float
+    context: float
+    input_tokens: float
+    output_tokens: float
+    tensor_parallel: int | None
+    pipeline_parallel: int | None
+    metric: str
+    value: float
+    tag: str
+    source: str
+    conditions: str
+    reason: str
+
+
+def measurements_path() -> Path:
+    return data_dir() / "measurements" / "measurements.toml"
+
+
+def load_rows(path: Path | str | None = None) -> list[Row]:
+    """The measurement table, validated (every row has a source and known presets)."""
+    path = Path(path) if path is not None else measurements_path()
+    rows = load_toml(path).get("rows")
+    if not isinstance(rows, list) or not rows:
+        raise InputError(f"{path}: expected a non-empty [[rows]] array")
+    out: list[Row] = []
+    seen = set()
+    for i, t in enumerate(rows):
+        where = f"{path}: rows[{i}]"
+        t = check_table(
+            t,
+            where,
+            {"batch": "positive", "value": "positive"},
+            {
+                "context": "nonneg",
+                "input_tokens": "nonneg",
+                "output_tokens": "count",
+                "tensor_parallel": "count",
+                "pipeline_parallel": "count",
+            },
+            strings=(
+                "id",
+                "group",
+                "status",
+                "chip",
+                "framework",
+                "model",
+                "weights",
+                "kv",
+                "metric",
+                "tag",
+                "source",
+                "conditions",
+                "reason",
+            ),
+        )
+        for key in ("id", "group", "status", "chip", "framework", "model", "metric", "source", "conditions"):
+            if not t.get(key):
+                raise InputError(f"{where}: missing field {key!r} (a non-empty string)")
+        where = f"{path}: rows[{i}] ({t['id']})"
+        if t["id"] in seen:
+            raise InputError(f"{where}: field 'id' = {t['id']!r}: expected a unique id")
+        seen.add(t["id"])
+        for key, allowed in (("group", GROUPS), ("status", STATUSES), ("metric", METRICS)):
+            if t[key] not in allowed:
+                raise InputError(f"{where}: field {key!r} = {t[key]!r}: expected one of {list(allowed)}")
+        if t["status"] == "reference" and not t.get("reason"):
+            raise InputError(f"{where}: missing field 'reason' (why a reference row is not scored)")
+        if t["metric"] == "output_tokens_per_second_per_chip":
+            for key in ("input_tokens", "output_tokens"):
+                if key not in t:
+                    raise InputError(f"{where}: missing field {key!r} (needed by metric {t['metric']!r})")
+        elif "context" not in t:
+            raise InputError(f"{where}: missing field 'context' (mean tokens in the KV cache)")
+        if ("tensor_parallel" in t) != ("pipeline_parallel" in t):
+            raise InputError(f"{where}: fields 'tensor_parallel' and 'pipeline_parallel': expected both or neither")
+        context = t.get("context", t.get("input_tokens", 0.0) + t.get("output_tokens", 0.0) / 2)
+        make_scenario(
+            batch=t["batch"], context=context, weights=t.get("weights", "bf16"), kv=t.get("kv", "bf16"), where=where
+        )
+        out.append(
+            Row(
+                id=t["id"],
+                group=t["group"],
+                status=t["status"],
+                chip=t["chip"],
+                framework=t["framework"],
+                model=t["model"],
+                weights=t.get("weights", "bf16"),
+                kv=t.get("kv", "bf16"),
+                batch=t["batch"],
+                context=context,
+                input_tokens=t.get("input_tokens", 0.0),
+                output_tokens=t.get("output_tokens", 1.0),
+                tensor_parallel=int(t["tensor_parallel"]) if "tensor_parallel" in t else None,
+                pipeline_parallel=int(t["pipeline_parallel"]) if "pipeline_parallel" in t else None,
+                metric=t["metric"],
+                value=t["value"],
+                tag=t.get("tag", ""),
+                source=t["source"],
+                conditions=t["conditions"],
+                reason=t.get("reason", ""),
+            )
+        )
+    return out
+
+
+# --- predicting a row -----------------------------------------------------------------
+
+
+class Prepared(eqx.Module):
+    """Everything a row's prediction needs except the framework multipliers.
+
+    `rate = numerator / (prefill_weight * prefill_seconds + steps * step_seconds)`;
+    for a per-sequence rate `numerator = 1, prefill_weight = 0, steps = 1`.
+    """
+
+    workload: Workload
+    prefill: Workload
+    chip: Chip
+    placement: jnp.ndarray
+    numerator: jnp.ndarray
+    prefill_weight: jnp.ndarray
+    steps: jnp.ndarray
+
+
+def prepare(row: Row) -> tuple[Prepared, ChipInfo]:
+    """Builds a row's workload, system (chip x layout) and placement, without a profile."""
+    from .api import system_placement, system_size
+
+    info = chip_info(row.chip)
+    model = load_model(row.model)
+    scenario = make_scenario(batch=row.batch, context=row.context, weights=row.weights, kv=row.kv)
+    workload = Workload(model, scenario)
+    if row.tensor_parallel is not None:
+        tp, pp = row.tensor_parallel, row.pipeline_parallel
+    else:
+        tp, pp = system_size(info, workload)
+    chip = info.chip.replace(tensor_parallel=tp, pipeline_parallel=pp)
+    placement = system_placement(info.placement, lower_traffic(workload), chip)
+    if row.metric == "output_tokens_per_second_per_chip":
+        prefill_tokens = row.batch * max(row.input_tokens, 1.0)
+        prefill = Workload(
+            model,
+            make_scenario(batch=prefill_tokens, context=row.input_tokens / 2, weights=row.weights, kv=row.kv),
+        )
+        numerator = row.batch * row.output_tokens / (tp * pp)
+        prefill_weight, steps = 1.0, row.output_tokens
+    else:
+        prefill, numerator, prefill_weight, steps = workload, 1.0, 0.0, 1.0
+    f = lambda x: jnp.asarray(x, dtype=float)
+    return Prepared(workload, prefill, chip, placement, f(numerator), f(prefill_weight), f(steps)), info
+
+
+def prefill_seconds(prefill: Workload, chip: Chip) -> jnp.ndarray:
+    """Compute-bound prefill time: its FLOPs at the chip's efficient peak, over TP chips."""
+    t = lower_traffic(prefill)
+    peak = chip.peak_flops[t.precision.astype(jnp.int32)] * chip.compute_efficiency
+    return jnp.sum(t.flops / peak) / chip.tensor_parallel
+
+
+def predict(prepared: Prepared, log_multipliers: jnp.ndarray) -> jnp.ndarray:
+    """The predicted value of a prepared row under a framework's log multipliers."""
+    chip = apply_multipliers(prepared.chip, log_multipliers)
+    step = decode_cost(prepared.workload, chip, prepared.placement).seconds_per_step
+    pre = prefill_seconds(prepared.prefill, chip)
+    return prepared.numerator / (prepared.prefill_weight * pre + prepared.steps * step)
+
+
+_predict_jit = eqx.filter_jit(predict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    """A row with its prediction."""
+
+    row: Row
+    framework: str
+    tensor_parallel: int
+    pipeline_parallel: int
+    predicted: float
+
+    @property
+    def error(self) -> float:
+        """Signed relative error, (predicted - measured) / measured."""
+        return self.predicted / self.row.value - 1.0
+
+    @property
+    def ape(self) -> float:
+        return abs(self.error)
+
+    @property
+    def factor(self) -> float:
+        """max(predicted/measured, measured/predicted)."""
+        r = self.predicted / self.row.value
+        return max(r, 1.0 / r)
+
+
+def _log_multipliers(row: Row, frameworks: dict[str, Framework]) -> tuple[str, jnp.ndarray]:
+    f = resolve_framework(row.framework, row.chip, frameworks)
+    return f.name, jnp.log(jnp.asarray(f.multipliers, dtype=float))
+
+
+def evaluate_rows(rows: list[Row] | None = None, frameworks: dict[str, Framework] | None = None) -> list[Result]:
+    """Predicts every row with its framework profile."""
+    rows = rows if rows is not None else load_rows()
+    frameworks = frameworks if frameworks is not None else load_frameworks()
+    out = []
+    for row in rows:
+        prepared, _ = prepare(row)
+        name, logm = _log_multipliers(row, frameworks)
+        value = float(_predict_jit(prepared, logm))
+        tp, pp = int(prepared.chip.tensor_parallel), int(prepared.chip.pipeline_parallel)
+        out.append(Result(row, name, tp, pp, value))
+    return out
+
+
+# --- fitting a profile ------------------------------------------------------------------
+
+FIT_PAD = 8
+"""Fits pad their rows to a multiple of this, so one compiled program serves every fit."""
+
+
+def fit_framework(
+    rows: list[Row], fit: tuple[str, ...], *, steps: int = 600, learning_rate: float = 0.05, ridge: float = 1e-3
+) -> tuple[float, float, float, float]:
+    """Fits a profile's multipliers to rows, in log space, with optax.
+
+    Minimises `mean((log predicted - log measured)**2) + ridge * |log m|**2` over the
+    log multipliers named in `fit` (the others stay at 0, i.e. a multiplier of 1).
+
+    Args:
+        rows: the rows to fit on (their framework field is ignored).
+        fit: names from `MULTIPLIERS` that may move.
+        steps, learning_rate: Adam schedule.
+        ridge: pull towards multipliers of 1, which also fixes those no row constrains.
+
+    Returns:
+        The four multipliers, in `MULTIPLIERS` order.
+    """
+    if not rows:
+        return (1.0, 1.0, 1.0, 1.0)
+    prepared = [prepare(r)[0] for r in rows]
+    n = len(prepared)
+    padded = math.ceil(n / FIT_PAD) * FIT_PAD
+    prepared = prepared + [prepared[0]] * (padded - n)
+    stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *prepared)
+    measured = jnp.asarray([r.value for r in rows] + [rows[0].value] * (padded - n), dtype=float)
+    weight = jnp.asarray([1.0] * n + [0.0] * (padded - n), dtype=float)
+    mask = jnp.asarray([1.0 if k in fit else 0.0 for k in MULTIPLIERS], dtype=float)
+    params, history = _fit(stacked, measured, weight, mask, steps, learning_rate, ridge)
+    del history
+    return tuple(float(x) for x in jnp.exp(params))
+
+
+@eqx.filter_jit
+def _fit(stacked, measured, weight, mask, steps, learning_rate, ridge):
+    import optax
+
+    def loss(logm):
+        logm = logm * mask
+        pred = jax.vmap(predict, in_axes=(0, None))(stacked, logm)
+        resid = jnp.log(pred) - jnp.log(measured)
+        return jnp.sum(weight * resid**2) / jnp.sum(weight) + ridge * jnp.sum(logm**2)
+
+    opt = optax.adam(learning_rate)
+    params = jnp.zeros((len(MULTIPLIERS),))
+    state = opt.init(params)
+
+    def step(carry, _):
+        params, state = carry
+        value, grad = jax.value_and_grad(loss)(params)
+        updates, state = opt.update(grad * mask, state)
+        return (optax.apply_updates(params, updates), state), value
+
+    (params, _), history = jax.lax.scan(step, (params, state), None, length=steps)
+    return params * mask, history
+
+
+def fit_all(rows: list[Row] | None = None, frameworks: dict[str, Framework] | None = None) -> dict[str, tuple]:
+    """Refits every profile on exactly its `fitted_on` rows; returns name -> multipliers."""
+    rows = rows if rows is not None else load_rows()
+    frameworks = frameworks if frameworks is not None else load_frameworks()
+    by_id = {r.id: r for r in rows}
+    out = {}
+    for name, f in frameworks.items():
+        missing = [i for i in f.fitted_on if i not in by_id]
+        if missing:
+            raise InputError(f"frameworks.{name}: fitted_on names unknown rows {missing}")
+        out[name] = fit_framework([by_id[i] for i in f.fitted_on], f.fit)
+    return out
+
+
+def fit_serial_latency(row: Row, field: str) -> float:
+    """Closed-form value of a chip's serial latency (`hop_latency` or `kernel_overhead`,
+    s) that makes a per-sequence row's prediction exact.
+
+    The step time is linear in either: `t = t0 + k * x`, with `k` the number of pipeline
+    hops (`pipeline_parallel - 1`) or layers. So `x = (1 / value - t0) / k`.
+    """
+    if field not in ("hop_latency", "kernel_overhead"):
+        raise ValueError(f"field {field!r}: expected 'hop_latency' or 'kernel_overhead'")
+    prepared, _ = prepare(row)
+    chip0 = prepared.chip.replace(**{field: 0.0})
+    prepared0 = eqx.tree_at(lambda p: p.chip, prepared, chip0)
+    zero = jnp.zeros((len(MULTIPLIERS),))
+    t0 = 1.0 / float(predict(prepared0, zero))
+    if field == "hop_latency":
+        k = float(prepared.chip.pipeline_parallel) - 1.0
+    else:
+        k = float(prepared.workload.model.n_layers)
+    return (1.0 / row.value - t0) / k
+
+
+# --- summaries ----------------------------------------------------------------------------
+
+
+def _percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values), q)) if values else float("nan")
+
+
+def summarize(results: list[Result]) -> dict[str, Any]:
+    """Median and 90th-percentile APE per group, for held-out and fitted rows apart."""
+    out: dict[str, Any] = {"median_ape": {}, "p90_ape": {}, "max_factor": {}, "n_test": {}, "fit": {}}
+    for group in GROUPS:
+        test = [r for r in results if r.row.group == group and r.row.status == "test"]
+        fit = [r for r in results if r.row.group == group and r.row.status == "fit"]
+        apes = [r.ape for r in test]
+        out["median_ape"][group] = _percentile(apes, 50)
+        out["p90_ape"][group] = _percentile(apes, 90)
+        out["max_factor"][group] = max((r.factor for r in test), default=float("nan"))
+        out["n_test"][group] = len(test)
+        out["fit"][group] = {"n": len(fit), "median_ape": _percentile([r.ape for r in fit], 50)}
+    return out
+
+
+def result_record(r: Result) -> dict[str, Any]:
+    return {
+        "id": r.row.id,
+        "group": r.row.group,
+        "status": r.row.status,
+        "chip": r.row.chip,
+        "model": r.row.model,
+        "framework": r.framework,
+        "weights": r.row.weights,
+        "batch": r.row.batch,
+        "context": r.row.context,
+        "tensor_parallel": r.tensor_parallel,
+        "pipeline_parallel": r.pipeline_parallel,
+        "metric": r.row.metric,
+        "measured": r.row.value,
+        "predicted": r.predicted,
+        "error": r.error,
+        "ape": r.ape,
+        "source": r.row.source,
+        "reason": r.row.reason,
+    }
+
+
+def parity_plot(results: list[Result], path: Path | str) -> None:
+    """A log-log plot of predicted vs measured, by group, with y = x and factor-2 lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 6.0))
+    colors = dict(zip(GROUPS, ("tab:blue", "tab:green", "tab:red", "tab:purple")))
+    markers = {"test": "o", "fit": "s", "reference": "x"}
+    for group in GROUPS:
+        for status in STATUSES:
+            sel = [r for r in results if r.row.group == group and r.row.status == status]
+            if not sel:
+                continue
+            style = {"color": colors[group]} if status == "reference" else {"edgecolors": colors[group]}
+            if status == "fit":
+                style["facecolors"] = "none"
+            elif status == "test":
+                style["facecolors"] = colors[group]
+            ax.scatter(
+                [r.row.value for r in sel],
+                [r.predicted for r in sel],
+                marker=markers[status],
+                label=f"{group} ({status}, {len(sel)})",
+                s=28,
+                **style,
+            )
+    values = [r.row.value for r in results] + [r.predicted for r in results]
+    lo, hi = min(values) / 1.5, max(values) * 1.5
+    xs = np.geomspace(lo, hi, 10)
+    ax.plot(xs, xs, "k-", lw=0.8)
+    for f in (0.5, 2.0):
+        ax.plot(xs, xs * f, "k:", lw=0.6)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel("measured (tok/s per sequence, or output tok/s per chip)")
+    ax.set_ylabel("predicted")
+    ax.set_title("costmodel vs published decode measurements")
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,106 @@
+"""`costmodel validate`: the model against published decode measurements."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_commands(subparsers) -> None:
+    p = subparsers.add_parser(
+        "validate",
+        help="predicted vs measured for every published decode measurement, with the error per group",
+    )
+    p.add_argument("--json", action="store_true", help="print median_ape, p90_ape and the rows as JSON")
+    p.add_argument("--plot", metavar="PNG", default=None, help="write a log-log parity plot to this file")
+    p.add_argument("--table", default=None, help="measurement table (default data/measurements/measurements.toml)")
+    p.add_argument("--frameworks", default=None, help="framework profiles (default data/frameworks.toml)")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 if a held-out group misses its target (median APE 15%% batch-1 GPU and Apple, "
+        "25%% large batch; SRAM machines within 2x)",
+    )
+    p.set_defaults(func=cmd_validate)
+
+
+def _missed(summary) -> list[str]:
+    from .validate import SRAM_FACTOR, TARGETS
+
+    missed = [
+        f"{g}: median APE {summary['median_ape'][g]:.1%} > {t:.0%}"
+        for g, t in TARGETS.items()
+        if not summary["median_ape"][g] <= t
+    ]
+    if not summary["max_factor"]["sram"] <= SRAM_FACTOR:
+        missed.append(f"sram: worst factor {summary['max_factor']['sram']:.2f} > {SRAM_FACTOR:g}")
+    return missed
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    import sys
+
+    from . import validate as v
+    from .report import dumps
+
+    rows = v.load_rows(args.table)
+    frameworks = v.load_frameworks(args.frameworks)
+    results = v.evaluate_rows(rows, frameworks)
+    summary = v.summarize(results)
+    if args.plot:
+        v.parity_plot(results, args.plot)
+    if args.json:
+        print(dumps({**summary, "rows": [v.result_record(r) for r in results]}))
+    else:
+        _print(results, summary)
+        if args.plot:
+            print(f"parity plot: {args.plot}")
+    missed = _missed(summary)
+    if args.check and missed:
+        print("costmodel validate: targets missed: " + "; ".join(missed), file=sys.stderr)
+        return 1
+    return 0
+
+
+def _print(results, summary) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from .validate import GROUPS, SRAM_FACTOR, TARGETS
+
+    console = Console(width=200)
+    t = Table("row", "status", "chip", "framework", "layout", "measured", "predicted", "error", title="rows")
+    for r in results:
+        t.add_row(
+            r.row.id,
+            r.row.status,
+            r.row.chip,
+            r.framework,
+            f"TP{r.tensor_parallel} PP{r.pipeline_parallel}",
+            f"{r.row.value:.4g}",
+            f"{r.predicted:.4g}",
+            f"{r.error:+.1%}",
+        )
+    console.print(t)
+    t = Table(
+        "group",
+        "held-out rows",
+        "median APE",
+        "p90 APE",
+        "worst factor",
+        "target",
+        "fit rows (median APE)",
+        title="error per group (held-out rows only; fit rows apart)",
+    )
+    for g in GROUPS:
+        target = f"median <= {TARGETS[g]:.0%}" if g in TARGETS else f"within {SRAM_FACTOR:g}x"
+        fit = summary["fit"][g]
+        t.add_row(
+            g,
+            str(summary["n_test"][g]),
+            f"{summary['median_ape'][g]:.1%}",
+            f"{summary['p90_ape'][g]:.1%}",
+            f"{summary['max_factor'][g]:.2f}",
+            target,
+            f"{fit['n']} ({fit['median_ape']:.1%})",
+        )
+    console.print(t)

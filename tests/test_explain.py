@@ -1,0 +1,191 @@
+"""`costmodel explain`: elasticities (checked against finite differences), figures, CLI."""
+
+import json
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import costmodel as cm
+from costmodel.cli import main
+from costmodel.economics_io import economics_preset
+from costmodel.explain import (
+    AreaDesign,
+    _logs,
+    _objectives,
+    _scale_chip,
+    cascade_placement,
+    explain,
+)
+
+
+ECON = economics_preset("N5")
+
+
+def _explain(model, chip, batch, context, **kw):
+    e = cm.evaluate(model, chip, batch=batch, context=context)
+    return e, explain(e.workload, e.chip, ECON, policy=e.info.placement, **kw)
+
+
+def test_h100_batch_1_is_memory_bound_and_large_batch_turns_compute_bound():
+    _, small = _explain("llama-3-8b", "h100-sxm", 1, 4096)
+    el = small.record["elasticities"]
+    assert abs(el["peak_flops"]) < 0.05
+    assert el["bandwidth.dram"] < -0.5
+    _, big = _explain("llama-3-8b", "h100-sxm", 1024, 256)
+    assert big.record["elasticities"]["peak_flops"] < -0.5
+    assert abs(big.record["elasticities"]["peak_flops"]) > abs(el["peak_flops"]) + 0.4
+    assert abs(big.record["elasticities"]["bandwidth.dram"]) < abs(el["bandwidth.dram"])
+    assert big.record["compute_utilisation"] > 10 * small.record["compute_utilisation"]
+    # A dram-placed GPU serves nothing from SRAM, and its capacity elasticities are 0.
+    assert small.record["onchip_byte_share"] == 0.0
+    assert el["capacity.sram"] == 0.0
+    assert len(small.answers) == 5
+
+
+def test_elasticities_sum_to_minus_one_for_time():
+    # Time is homogeneous of degree -1 in all rates when every serial term scales too;
+    # with latencies fixed, the rate elasticities sum to between -1 and 0.
+    _, x = _explain("llama-3-8b", "hbm-pim-gpu", 16, 32768)
+    el = x.record["elasticities"]
+    rates = sum(
+        el[k]
+        for k in ("peak_flops", "bandwidth.sram", "bandwidth.pim", "bandwidth.dram", "pim_flops", "link_bandwidth")
+    )
+    assert -1.0 <= rates < -0.8
+
+
+OBJECTIVES = ("seconds_per_token", "joules_per_token", "usd_per_token")
+ALL = ("peak_flops", "bandwidth.sram", "bandwidth.pim", "bandwidth.dram", "pim_flops", "link_bandwidth")
+CAPS = ("capacity.sram", "capacity.pim", "capacity.dram")
+
+
+def test_elasticities_match_finite_differences():
+    # float32, as the CLI runs (and sharing its compiled program): log(USD/token) ~ -16
+    # has an ulp of ~2e-6, so h = 1e-2 keeps the rounding error of the difference ~1e-4.
+    # An area design with SRAM, PIM and HBM, large enough to need two chips, at a point
+    # where the KV history overflows SRAM into PIM: many parameters matter at once.
+    tech = cm.tech_preset("N5")
+    design = AreaDesign.from_split(tech, 814e-6, (0.6, 0.25, 0.15), 5.0, power_cap=700.0)
+    info = cm.ChipInfo(design.chip(), "greedy", 8, "area", "")
+    e = cm.evaluate("llama-3-8b", info, batch=8, context=16384, chips=2)
+    w, chip = e.workload, e.chip
+    x = explain(w, chip, ECON, policy="greedy", area=design)
+    by = x.record["elasticities_by_objective"]
+    traffic = cm.lower_traffic(w)
+    hard = cm.policy_placement("greedy", traffic, chip)
+    base = jnp.asarray(design.parts)
+
+    @eqx.filter_jit
+    def logy(theta, scale, responsive):
+        c = design.chip(base * scale).replace(
+            tensor_parallel=chip.tensor_parallel, pipeline_parallel=chip.pipeline_parallel
+        )
+        c = _scale_chip(c, theta)
+        p = cascade_placement(traffic, c, "greedy") if responsive else hard
+        return _logs(*_objectives(w, c, p, ECON, "peak")[:2])
+
+    h = 1e-2
+    zero = {k: jnp.zeros(()) for k in ALL + CAPS}
+    ones = jnp.ones(3)
+    checked = 0
+    for name in ALL + CAPS + tuple(f"area.{p}" for p in cm.AREA_PARTS):
+        responsive = name not in ALL
+        if name.startswith("area."):
+            i = cm.AREA_PARTS.index(name[5:])
+            up = logy(zero, ones.at[i].set(np.exp(h)), True)
+            down = logy(zero, ones.at[i].set(np.exp(-h)), True)
+        else:
+            up = logy({**zero, name: jnp.asarray(h)}, ones, responsive)
+            down = logy({**zero, name: jnp.asarray(-h)}, ones, responsive)
+        fd = (np.asarray(up) - np.asarray(down)) / (2 * h)
+        for k, obj in enumerate(OBJECTIVES):
+            assert by[obj][name] == pytest.approx(fd[k], rel=1e-2, abs=5e-4), (name, obj)
+            checked += abs(fd[k]) > 1e-3
+    assert checked >= 15  # the point is one where many parameters matter
+    assert by["usd_per_token"]["area.compute"] > 0  # more die area costs money
+
+
+def test_capacity_matters_only_through_a_responsive_placement():
+    # An SRAM machine whose SRAM cannot hold the model: the hard placement is fixed, so
+    # time does not depend on SRAM capacity; the cascade placement does, and more SRAM is faster.
+    w = cm.Workload(cm.model_preset("llama-3-8b"), cm.Scenario(batch=1, context=4096))
+    chip = cm.chip_preset("dmatrix-corsair")
+    traffic = cm.lower_traffic(w)
+    hard = cm.policy_placement("sram", traffic, chip)
+    g_hard = eqx.filter_jit(
+        jax.grad(lambda s: jnp.log(cm.decode_cost(w, _scale_chip(chip, {"capacity.sram": s}), hard).seconds_per_step))
+    )(0.0)
+    assert float(g_hard) == 0.0
+    x = explain(w, chip, ECON, policy="sram")
+    assert x.record["elasticities"]["capacity.sram"] < -0.05
+    # The cascade agrees with the hard placement on what fits, up to which classes stay.
+    c = cascade_placement(traffic, chip, "sram")
+    np.testing.assert_allclose(np.asarray(c).sum(-1), 1.0, rtol=1e-6)
+    assert x.record["cascade_seconds_per_token"] == pytest.approx(x.record["seconds_per_token"], rel=0.1)
+
+
+def test_cascade_equals_the_policy_when_everything_fits():
+    w = cm.Workload(cm.model_preset("llama-3-8b"), cm.Scenario(batch=1, context=1024))
+    chip = cm.chip_preset("hbm-pim-gpu")
+    traffic = cm.lower_traffic(w)
+    for policy in ("dram", "pim_kv"):
+        np.testing.assert_allclose(
+            cascade_placement(traffic, chip, policy), cm.policy_placement(policy, traffic, chip), atol=1e-6
+        )
+
+
+def test_sustained_mode_reports_the_power_cap():
+    e = cm.evaluate("llama-3-8b", "h100-sxm", batch=1024, context=512)
+    chip = e.chip.replace(power_cap=300.0)
+    x = explain(e.workload, chip, ECON, policy="dram", mode="sustained")
+    r = x.record
+    assert r["sustained_to_peak"] < 0.95 and r["sustained_clock"] < 1
+    assert r["sustained_power_watts_per_chip"] <= 300.0 * (1 + 1e-5)
+    # Lower voltage: less energy per token, though the chip is amortised over fewer tokens.
+    assert r["cost_sustained"]["energy_usd_per_million_tokens"] < r["cost_peak"]["energy_usd_per_million_tokens"]
+    assert r["cost_sustained"]["die_usd_per_million_tokens"] > r["cost_peak"]["die_usd_per_million_tokens"]
+    assert "No" in x.answers[1]
+    # Throttled, compute matters less per unit of peak than at full clock? It still binds.
+    assert r["elasticities"]["peak_flops"] < -0.3
+
+
+def test_cli_json(capsys):
+    code = main(["explain", "--model", "llama-3-8b", "--chip", "h100-sxm", "--batch", "1", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    for key in ("peak_flops", "bandwidth.dram", "bandwidth.sram", "capacity.sram"):
+        assert key in out["elasticities"]
+    assert 0 <= out["onchip_byte_share"] <= 1
+    assert 0 < out["sustained_to_peak"] <= 1
+    assert len(out["answers"]) == 5
+    assert out["elasticities"]["bandwidth.dram"] < -0.5
+
+
+def test_cli_area_design_and_overrides(capsys):
+    code = main(["explain", "--tech", "N5", "--split", "0.8,0.2,0", "--batch", "4", "--electricity", "0.2", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert {"area.compute", "area.sram", "area.pim"} <= set(out["elasticities"])
+    assert out["cost_peak"]["energy_usd_per_million_tokens"] == pytest.approx(
+        out["joules_per_token"] * 0.2 / 3.6e6 * 1e6, rel=1e-4
+    )
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["explain", "--split", "a,b"], "a,b"),
+        (["explain", "--chip", "h100-sxm", "--tech", "N5"], "--tech"),
+        (["explain", "--tech", "N1"], "N1"),
+        (["explain", "--utilization", "3"], "utilization"),
+        (["explain", "--mode", "turbo"], "turbo"),
+    ],
+)
+def test_cli_bad_input_is_one_line_exit_2(argv, needle, capsys):
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert needle in err and err.count("\n") == 1

@@ -1,0 +1,201 @@
+"""Validation against published measurements: the table, the profiles, the figures."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import costmodel as cm
+import costmodel.validate as v
+from costmodel import io
+from costmodel.cli import main
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return v.load_rows()
+
+
+@pytest.fixture(scope="module")
+def results(rows):
+    return v.evaluate_rows(rows)
+
+
+def test_every_measurement_row_has_a_source_and_conditions(rows):
+    assert len(rows) >= 50
+    for r in rows:
+        assert len(r.source) > 20, r.id
+        assert len(r.conditions) > 20, r.id
+        assert r.status != "reference" or len(r.reason) > 20, r.id
+    for group in v.GROUPS:
+        assert sum(r.group == group and r.status == "test" for r in rows) >= 5, group
+
+
+def test_every_chip_preset_and_tier_has_a_source():
+    for name, t in io.chip_presets().items():
+        assert len(t.get("source", "")) > 20, name
+        for tier in ("sram", "pim", "dram"):
+            if tier in t:
+                assert len(t[tier].get("source", "")) > 10, f"{name}.{tier}"
+        for field, text in t.get("sources", {}).items():
+            assert isinstance(text, str) and text, f"{name}.sources.{field}"
+
+
+def test_fitted_and_scored_rows_are_disjoint(rows):
+    by_id = {r.id: r for r in rows}
+    frameworks = v.load_frameworks()
+    fitted = set()
+    for f in frameworks.values():
+        assert f.source
+        for i in f.fitted_on:
+            assert i in by_id, (f.name, i)
+            assert by_id[i].status == "fit", i
+            # a profile is fitted on its own rows only
+            assert v.resolve_framework(by_id[i].framework, by_id[i].chip, frameworks).name == f.name
+        fitted |= set(f.fitted_on)
+    # Rows that fitted an assumed chip number are named in that chip's source text.
+    chips_text = (io.data_dir() / "chips.toml").read_text()
+    for r in rows:
+        if r.status == "fit":
+            assert r.id in fitted or f"measurement row {r.id}" in chips_text, r.id
+    scored = {r.id for r in rows if r.status == "test"}
+    assert not fitted & scored
+
+
+def test_held_out_errors_meet_the_targets(results):
+    s = v.summarize(results)
+    assert s["median_ape"]["batch1-gpu"] <= 0.15
+    assert s["median_ape"]["apple"] <= 0.15
+    assert s["median_ape"]["large-batch"] <= 0.25
+    assert s["max_factor"]["sram"] <= 2.0
+    # fitted rows are reported apart and fit well
+    for group in v.GROUPS:
+        assert s["fit"][group]["n"] >= 1
+        assert s["fit"][group]["median_ape"] < 0.05
+
+
+def test_reported_figures_are_the_shipped_ones(results):
+    """Golden numbers quoted in README and BENCHMARKS.md (update both if they move)."""
+    s = v.summarize(results)
+    assert s["median_ape"]["batch1-gpu"] == pytest.approx(0.146, abs=0.002)
+    assert s["median_ape"]["apple"] == pytest.approx(0.025, abs=0.002)
+    assert s["median_ape"]["large-batch"] == pytest.approx(0.249, abs=0.002)
+    assert s["max_factor"]["sram"] == pytest.approx(1.66, abs=0.01)
+
+
+def test_every_scored_row_is_feasible_and_finite(rows):
+    for r in rows:
+        if r.status == "reference":
+            continue
+        prepared, _ = v.prepare(r)
+        cost = cm.decode_cost(prepared.workload, prepared.chip, prepared.placement)
+        assert bool(cost.feasible), r.id
+        assert np.isfinite(float(cost.seconds_per_step)), r.id
+
+
+def test_refit_reproduces_the_shipped_profiles(rows):
+    frameworks = v.load_frameworks()
+    fitted = v.fit_all(rows, frameworks)
+    for name, m in fitted.items():
+        np.testing.assert_allclose(m, frameworks[name].multipliers, rtol=0.02, err_msg=name)
+        for key, value in zip(v.MULTIPLIERS, m):
+            if key not in frameworks[name].fit:
+                assert value == 1.0, (name, key)
+
+
+def test_fitted_sram_latencies_reproduce_the_presets(rows):
+    by_id = {r.id: r for r in rows}
+    groq = v.fit_serial_latency(by_id["groq-llama2-70b"], "kernel_overhead")
+    cerebras = v.fit_serial_latency(by_id["cerebras-llama31-70b"], "kernel_overhead")
+    assert float(cm.chip_preset("groq-lpu").kernel_overhead) == pytest.approx(groq, rel=0.01)
+    assert float(cm.chip_preset("cerebras-wse3").kernel_overhead) == pytest.approx(cerebras, rel=0.01)
+
+
+def test_apply_multipliers_identity_caps_and_gradients():
+    chip = cm.chip_preset("a100-80gb-sxm")
+    same = v.apply_multipliers(chip, jnp.zeros(4))
+    assert jax.tree.all(jax.tree.map(lambda a, b: bool(jnp.allclose(a, b)), same, chip))
+    up = v.apply_multipliers(chip, jnp.log(jnp.asarray([2.0, 2.0, 3.0, 0.5])))
+    assert float(jnp.max(up.tiers.efficiency)) == 1.0
+    assert float(up.compute_efficiency) == 1.0
+    assert float(up.kernel_overhead) == pytest.approx(3 * float(chip.kernel_overhead))
+    assert float(up.link_latency) == pytest.approx(0.5 * float(chip.link_latency))
+    prepared, _ = v.prepare(v.load_rows()[0])
+    g = jax.grad(lambda m: jnp.log(v.predict(prepared, m)))(jnp.zeros(4))
+    assert np.all(np.isfinite(np.asarray(g)))
+    assert float(g[0]) > 0  # more bandwidth, more tokens/s
+    assert float(g[2]) < 0  # more per-layer overhead, fewer
+
+
+def test_evaluate_with_a_framework():
+    base = cm.evaluate("llama-3-8b", "a100-80gb-sxm", context=512)
+    slow = cm.evaluate("llama-3-8b", "a100-80gb-sxm", context=512, framework="llama.cpp")
+    fast = cm.evaluate("llama-3-8b", "a100-80gb-sxm", context=512, framework="gpt-fast")
+    assert float(slow.cost.tokens_per_second) < float(fast.cost.tokens_per_second) < float(base.cost.tokens_per_second)
+    metal = cm.evaluate("llama-2-7b", "m2-max-30c", context=64, weights="f16", framework="llama.cpp")
+    assert "llama.cpp-metal" in metal.info.label
+    with pytest.raises(cm.InputError, match="framework 'nope'"):
+        cm.evaluate("llama-3-8b", "h100-sxm", framework="nope")
+    with pytest.raises(cm.InputError, match="framework 'llama.cpp-metal'"):
+        cm.evaluate("llama-3-8b", "h100-sxm", framework="llama.cpp-metal")  # variants are chosen, not named
+
+
+def test_explicit_layout_and_its_errors():
+    e = cm.evaluate("llama-3-70b", "a100-80gb-sxm", weights="f16", tensor_parallel=1, pipeline_parallel=4)
+    assert (e.tensor_parallel, e.pipeline_parallel) == (1, 4)
+    with pytest.raises(cm.InputError, match="both or neither"):
+        cm.evaluate("llama-3-8b", "h100-sxm", tensor_parallel=2)
+
+
+def test_sram_machines_are_sized_as_layer_pipelines():
+    big = cm.evaluate("llama-2-70b", "groq-lpu", weights="int8", context=4096)
+    small = cm.evaluate("llama-2-7b", "groq-lpu", weights="int8", context=2048)
+    assert 250 <= big.tensor_parallel * big.pipeline_parallel <= 600  # hundreds of chips for 70B
+    assert big.pipeline_parallel >= 40
+    # per-user rate set by per-layer latency: no longer ~10k tok/s for a 7B model
+    assert 400 < float(small.cost.tokens_per_second_per_sequence) < 1500
+    assert cm.BOUNDS[int(small.cost.bound)] == "latency"
+    # GPUs are unchanged: tensor parallel first
+    gpu = cm.evaluate("llama-2-70b", "h100-sxm")
+    assert (gpu.tensor_parallel, gpu.pipeline_parallel) == (2, 1)
+
+
+def test_bad_measurement_rows_name_the_field(tmp_path):
+    good = (io.data_dir() / "measurements" / "measurements.toml").read_text()
+    first = good.index("\n[[rows]]\n")
+    second = good.index("\n[[rows]]\n", first + 1)
+    one = good[first:second]
+    bad = tmp_path / "m.toml"
+    bad.write_text(one.replace('source = "gpt-fast', 'sauce = "gpt-fast'))
+    with pytest.raises(cm.InputError, match="sauce"):
+        v.load_rows(bad)
+    bad.write_text(one.replace('status = "fit"', 'status = "maybe"'))
+    with pytest.raises(cm.InputError, match="status"):
+        v.load_rows(bad)
+    bad.write_text(one.replace('chip = "a100-80gb-sxm"\n', ""))
+    with pytest.raises(cm.InputError, match="chip"):
+        v.load_rows(bad)
+    bad.write_text(one.replace("value = 104.9", "value = -1"))
+    with pytest.raises(cm.InputError, match="value"):
+        v.load_rows(bad)
+
+
+def test_cli_validate_json_and_plot(tmp_path, capsys):
+    png = tmp_path / "parity.png"
+    assert main(["validate", "--json", "--plot", str(png), "--check"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert set(v.GROUPS) <= set(data["median_ape"]) and set(v.GROUPS) <= set(data["p90_ape"])
+    assert len(data["rows"]) == len(v.load_rows())
+    row = data["rows"][0]
+    for key in ("id", "measured", "predicted", "error", "ape", "source", "status"):
+        assert key in row
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_validate_bad_table_exits_2(tmp_path, capsys):
+    bad = tmp_path / "m.toml"
+    bad.write_text("[[rows]]\nid = 'x'\n")
+    assert main(["validate", "--table", str(bad)]) == 2
+    assert "rows[0]" in capsys.readouterr().err
