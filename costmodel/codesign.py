@@ -31,7 +31,9 @@ import optax
 from ._area import AREA_PARTS, Technology, area_split, chip_from_area, fixed_area
 from ._chip import TIERS, Chip
 from ._cost import Cost, decode_cost
+from ._economics import Economics, token_cost
 from ._placement import POLICIES, harden_placement, policy_placement, soft_placement
+from ._power import sustained_cost
 from ._traffic import CLASSES, IS_KV, lower_traffic
 from ._workload import Workload
 
@@ -52,9 +54,10 @@ class Problem(eqx.Module):
         system: a reference chip whose system parameters the design shares: links,
             all-reduce and hop latency, per-layer kernel overhead, compute and
             memory efficiency, channel overlap and power cap.
-        usd_per_joule: energy price, $/J (for the cost objective).
-        usd_per_chip_second: amortised die price per second of use, $/s.
+        econ: prices and operating assumptions (for the cost objective).
         objective: one of `OBJECTIVES`.
+        sustained: evaluate under the power cap (`sustained_cost`) instead of at
+            full clock.
     """
 
     workloads: Workload
@@ -64,9 +67,9 @@ class Problem(eqx.Module):
     n_stacks: jax.Array
     tensor_parallel: jax.Array
     system: Chip
-    usd_per_joule: jax.Array
-    usd_per_chip_second: jax.Array
+    econ: Economics
     objective: str = eqx.field(static=True)
+    sustained: bool = eqx.field(static=True)
 
     @property
     def n_points(self) -> int:
@@ -82,9 +85,9 @@ def make_problem(
     n_stacks: float = 5,
     tensor_parallel: float = 1,
     system: Chip,
+    econ: Economics,
     objective: str = "latency",
-    usd_per_joule: float = 0.10 / 3.6e6,
-    usd_per_chip_second: float = 0.0,
+    sustained: bool = False,
 ) -> Problem:
     if objective not in OBJECTIVES:
         raise ValueError(f"objective {objective!r}: expected one of {OBJECTIVES}")
@@ -98,9 +101,9 @@ def make_problem(
         n_stacks=f(n_stacks),
         tensor_parallel=f(tensor_parallel),
         system=system,
-        usd_per_joule=f(usd_per_joule),
-        usd_per_chip_second=f(usd_per_chip_second),
+        econ=econ,
         objective=objective,
+        sustained=sustained,
     )
 
 
@@ -125,16 +128,20 @@ def design_chip(problem: Problem, area_logits) -> Chip:
     )
 
 
+def _cost(problem: Problem, workload: Workload, chip: Chip, placement) -> Cost:
+    """A step's cost at full clock, or under the power cap for a sustained problem."""
+    if problem.sustained:
+        return sustained_cost(workload, chip, placement).cost
+    return decode_cost(workload, chip, placement)
+
+
 def _metric(problem: Problem, cost: Cost, chip: Chip):
     """Per-point figure of merit: s per step, J per token, or $ per token."""
     if problem.objective == "latency":
         return cost.seconds_per_step
     if problem.objective == "energy":
         return cost.joules_per_token
-    # Energy at its price plus the system's amortised price for the time one token
-    # occupies it (all chips, shared by the batch).
-    chip_seconds_per_token = chip.n_chips / cost.tokens_per_second
-    return cost.joules_per_token * problem.usd_per_joule + chip_seconds_per_token * problem.usd_per_chip_second
+    return token_cost(cost, chip, problem.econ).usd_per_token
 
 
 def evaluate_design(problem: Problem, area_logits, placements):
@@ -148,7 +155,7 @@ def evaluate_design(problem: Problem, area_logits, placements):
         slow, full tier for more than it holds).
     """
     chip = design_chip(problem, area_logits)
-    costs = jax.vmap(decode_cost, in_axes=(0, None, 0))(problem.workloads, chip, placements)
+    costs = jax.vmap(lambda w, p: _cost(problem, w, chip, p))(problem.workloads, placements)
     metric = jax.vmap(lambda c: _metric(problem, c, chip))(costs)
     objective = jnp.sum(problem.weights * metric)
     stored = jax.vmap(lambda w: lower_traffic(w).stored_bytes)(problem.workloads)  # [points, classes]
@@ -204,6 +211,8 @@ def optimize(
     penalty: float = 10.0,
     seed: int = 0,
     polish: bool = True,
+    train_area: bool = True,
+    area_logits=None,
     progress: Callable[[int], None] | None = None,
 ) -> Result:
     """Minimises the mix objective over the area split and the placement, by gradient.
@@ -220,6 +229,9 @@ def optimize(
         seed: PRNG seed of the starting logits.
         polish: also try each placement policy on the optimised area split and keep
             the best hard placement (one evaluation per policy).
+        train_area: False to optimise the placement alone, on the fixed split
+            `area_logits`.
+        area_logits: `[parts]` logits of the fixed split (with `train_area=False`).
         progress: called with the number of steps done (for a progress bar).
 
     Returns:
@@ -228,6 +240,11 @@ def optimize(
     """
     t0 = time.perf_counter()
     params = _starts(problem, restarts, seed)
+    if not train_area:
+        if area_logits is None:
+            raise ValueError("train_area=False needs the fixed area_logits")
+        fixed = jnp.broadcast_to(jnp.asarray(area_logits, float), params.area_logits.shape)
+        params = _Params(fixed, params.placement_logits)
     # b2 = 0.9: the second-moment estimate forgets the large gradients of the first
     # steps, or late steps on a flat objective would shrink to nothing.
     # A cosine-decayed step: large early moves across the simplex, fine ones at the end.
@@ -235,11 +252,18 @@ def optimize(
     # travel from ~0 to most of it, a move of several nats.
     area_lr = optax.cosine_decay_schedule(learning_rate, steps, alpha=decay)
     placement_lr = optax.cosine_decay_schedule(learning_rate * placement_speedup, steps, alpha=decay)
-    labels = _Params("area", "placement")
+    # What is trained is chosen by labels over the parameter pytree (the filter-spec
+    # idiom): a frozen part gets no update at all.
+    labels = _Params("area" if train_area else "frozen", "placement")
     opt = optax.chain(
         optax.clip_by_global_norm(10.0),
         optax.multi_transform(
-            {"area": optax.adam(area_lr, b2=0.9), "placement": optax.adam(placement_lr, b2=0.9)}, labels
+            {
+                "area": optax.adam(area_lr, b2=0.9),
+                "placement": optax.adam(placement_lr, b2=0.9),
+                "frozen": optax.set_to_zero(),
+            },
+            labels,
         ),
     )
     state = jax.vmap(opt.init)(params)
@@ -380,7 +404,7 @@ def grid_baseline(problem: Problem, *, step: float = 0.02, policies: Sequence[st
     masked = jnp.where(feasible, metric, jnp.inf)
     best_policy = jnp.argmin(masked, axis=0)  # [grid, points]
     best_metric = jnp.min(masked, axis=0)
-    objective = jnp.sum(problem.weights * best_metric, axis=-1)  # [grid]
+    objective = best_metric @ problem.weights  # [grid]
     g = int(jnp.argmin(objective))
     chosen = jnp.take_along_axis(placements[:, g], best_policy[g][None, :, None, None], axis=0)[0]
     obj = float(objective[g])
@@ -402,7 +426,7 @@ def _policy_at(problem: Problem, area_logits, policy: str):
 
     def point(workload):
         placement = policy_placement(policy, lower_traffic(workload), chip)
-        cost = decode_cost(workload, chip, placement)
+        cost = _cost(problem, workload, chip, placement)
         return _metric(problem, cost, chip), cost.feasible, placement
 
     return jax.vmap(point)(problem.workloads)

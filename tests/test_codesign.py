@@ -1,0 +1,165 @@
+"""Co-design: the gradient optimiser against closed forms and the grid baseline."""
+
+import json
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import costmodel as cm
+from costmodel import codesign as cd
+from costmodel.cli import main
+from costmodel.economics_io import economics_preset
+
+
+def _water_fill(bandwidths, capacities, total):
+    """Smallest t with sum_t min(bw_t * t, cap_t) >= total (parallel tiers)."""
+    lo, hi = 0.0, total / min(b for b in bandwidths if b > 0)
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        served = sum(min(b * mid, c) for b, c in zip(bandwidths, capacities))
+        lo, hi = (mid, hi) if served < total else (lo, mid)
+    return hi
+
+
+def _parallel_tier_problem():
+    # Dense attention with parallel tiers: no compute cost, no latencies, channels
+    # fully overlapped (p large), PIM bandwidth-bound. The optimum is the closed form.
+    tech = cm.tech_preset("N5")
+    tech = cm.Technology(
+        **{
+            **{k: getattr(tech, k) for k in tech.__dataclass_fields__},
+            "flops_per_area": tech.flops_per_area * 1e6,
+            "pim_flops_per_area": tech.pim_flops_per_area * 1e6,
+            "sram_latency": jnp.asarray(0.0),
+            "pim_latency": jnp.asarray(0.0),
+            "dram_latency": jnp.asarray(0.0),
+        }
+    )
+    system = cm.make_chip(capacity=(0, 0, 1), bandwidth=(0, 0, 1), peak_flops=1, overlap=1000.0)
+    model = cm.Model(n_layers=8, d_model=2048, n_heads=16, n_kv_heads=16, d_ff=4096, vocab=32000, tied_embeddings=1)
+    w = cm.Workload(model, cm.Scenario(batch=8, context=16384))
+    problem = cd.make_problem(
+        [w], [1.0], tech, budget=400e-6, n_stacks=2, system=system, econ=economics_preset("N5"), objective="latency"
+    )
+    return problem, w
+
+
+def test_placement_optimiser_matches_the_water_filling_closed_form():
+    problem, w = _parallel_tier_problem()
+    area_logits = jnp.log(jnp.asarray([0.02, 0.5, 0.48]))
+    chip = cd.design_chip(problem, area_logits)
+    traffic = cm.lower_traffic(w)
+    total = float(jnp.sum(traffic.read_bytes + traffic.writes))
+    eff = chip.tiers.efficiency
+    bandwidths = [
+        float(chip.tiers.bandwidth[0] * eff[0]),
+        float(chip.pim_bandwidth * eff[1]),
+        float(chip.tiers.bandwidth[2] * eff[2]),
+    ]
+    # Capacities in bytes moved (reads = 1 per byte stored; the KV writes are 1/16384).
+    capacities = [float(chip.tiers.capacity[0]), float(chip.tiers.capacity[1]), math_inf()]
+    optimum = _water_fill(bandwidths, capacities, total)
+    assert capacities[0] < total and capacities[1] < total  # the capacities bind
+    result = cd.optimize(problem, train_area=False, area_logits=area_logits, polish=False, steps=150)
+    assert result.objective == pytest.approx(optimum, rel=0.01)
+    # and the hard placement is not a placement policy in disguise
+    assert result.polished_by is None
+
+
+def math_inf():
+    return float("inf")
+
+
+def test_without_capacity_limits_fractions_follow_bandwidth():
+    # Unlimited capacities: the closed form is x_t proportional to effective bandwidth.
+    problem, w = _parallel_tier_problem()
+    area_logits = jnp.log(jnp.asarray([0.02, 0.5, 0.48]))
+    chip = cd.design_chip(problem, area_logits)
+    big = chip.replace(
+        tiers=cm.Tiers(
+            jnp.full(3, 1e15),
+            chip.tiers.bandwidth,
+            chip.tiers.latency,
+            chip.tiers.energy_per_byte,
+            chip.tiers.efficiency,
+        )
+    )
+    bws = jnp.asarray([big.tiers.bandwidth[0], big.pim_bandwidth, big.tiers.bandwidth[2]]) * big.tiers.efficiency
+    x = bws / jnp.sum(bws)
+    placement = jnp.broadcast_to(x, (len(cm.CLASSES), 3))
+    best = cm.decode_cost(w, big, placement).seconds_per_step
+    traffic = cm.lower_traffic(w)
+    total = float(jnp.sum(traffic.read_bytes + traffic.writes))
+    assert float(best) == pytest.approx(total / float(jnp.sum(bws)), rel=0.01)
+    # any other split is slower
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        other = jnp.asarray(rng.dirichlet(np.ones(3), size=len(cm.CLASSES)))
+        assert cm.decode_cost(w, big, other).seconds_per_step >= best * 0.999
+
+
+@pytest.fixture(scope="module")
+def chat_report():
+    code_out = []
+
+    def run(args):
+        from costmodel.cli import build_parser
+        from costmodel.codesign_cli import run_optimize
+
+        return run_optimize(build_parser().parse_args(args))
+
+    code_out.append(
+        run(
+            [
+                "optimize",
+                "--model",
+                "llama-3-8b",
+                "--batch",
+                "1",
+                "--context",
+                "4096",
+                "--area-mm2",
+                "814",
+                "--tech",
+                "N5",
+            ]
+        )
+    )
+    return code_out[0]
+
+
+def test_gradient_design_meets_the_grid_with_twenty_times_fewer_evaluations(chat_report):
+    r = chat_report
+    assert r["gap"] <= 0.01
+    assert r["evaluation_ratio"] >= 20
+    assert abs(r["soft_to_hard_gap"]) <= 0.02
+    d = r["design"]
+    assert sum(d["area_mm2"][p] for p in ("compute", "sram", "pim", "fixed_io")) == pytest.approx(814, rel=1e-4)
+    for rows in d["placement"].values():
+        for fractions in rows.values():
+            assert sum(fractions.values()) == pytest.approx(1, abs=1e-5)
+
+
+def test_optimize_json_keys(chat_report):
+    for key in ("design", "objective", "evaluations", "seconds", "baseline", "gap"):
+        assert key in chat_report
+    for key in ("objective", "evaluations", "seconds"):
+        assert key in chat_report["baseline"]
+    json.dumps(chat_report)
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["optimize", "--area-mm2", "50"], "fixed I/O"),
+        (["optimize", "--model", "llama-3.1-405b", "--chips", "1"], "fit nowhere"),
+        (["optimize", "--tech", "N1"], "N1"),
+        (["optimize", "--objective", "speed"], "speed"),
+        (["optimize", "--grid-step", "0.3"], "grid-step"),
+    ],
+)
+def test_infeasible_requests_are_clear_errors(args, needle, capsys):
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err and "nan" not in err.lower()
