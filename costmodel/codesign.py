@@ -293,7 +293,7 @@ def optimize(
             metric, feas, placed = _policy_at(problem, area, policy)
             evaluations += 1
             value = float(jnp.sum(problem.weights * metric))
-            if bool(jnp.all(feas)) and value < objective:
+            if bool(jnp.all(feas)) and (value < objective or not ok):
                 placements, objective, ok, polished_by = np.asarray(placed), value, True, policy
     return Result(
         area_logits=np.asarray(params.area_logits[best]),

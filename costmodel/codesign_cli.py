@@ -10,6 +10,8 @@ from typing import Any
 
 UNITS = {"latency": "s per step", "energy": "J per token", "cost": "USD per token"}
 MAX_SYSTEM_CHIPS = 64
+DRAM_HEADROOM = 1.3
+"""Default system size: the fewest chips whose HBM holds the largest mix point x 1.3."""
 
 
 def add_commands(sub) -> None:
@@ -107,9 +109,9 @@ def build_problem(args):
         system = system.replace(power_cap=args.power_cap)
     stored = max(float(jnp.sum(lower_traffic(w).stored_bytes)) for _, w, _ in mix)
     per_chip = args.stacks * float(tech.stack_capacity)
-    # The all-compute design's DRAM must hold the largest point; PIM area displaces
-    # some of it, which the optimiser then weighs.
-    chips = args.chips or math.ceil(stored / per_chip * 1.05)
+    # The all-compute design's DRAM must hold the largest point, with 30% headroom:
+    # PIM area displaces DRAM capacity, and the optimiser should be free to buy some.
+    chips = args.chips or math.ceil(stored / per_chip * DRAM_HEADROOM)
     if chips > MAX_SYSTEM_CHIPS or stored > chips * per_chip:
         raise io.InputError(
             f"model and KV cache: {stored / 1e9:.1f} GB fit nowhere: {chips} chips x {args.stacks} stacks x "

@@ -1,0 +1,97 @@
+"""Co-design against the grid baseline on four workloads (issue 4's table).
+
+Run: `python benchmarks/codesign_bench.py [--seeds 0 1 2] [--out benchmarks/codesign_results.json]`.
+
+Each row is `costmodel optimize --model M --batch B --context L --weights F --kv F
+--area-mm2 814 --tech N5 --seed S` (latency objective, 6 restarts x 50 Adam steps,
+then the policy polish), against the 2% simplex grid with the best of the five
+placement policies at each point.
+"""
+
+import argparse
+import json
+
+from costmodel.cli import build_parser
+from costmodel.codesign_cli import run_optimize
+
+
+WORKLOADS = [
+    ("llama-3-8b", 1, 4096, "bf16"),
+    ("llama-3-8b", 64, 32768, "bf16"),
+    ("llama-3-70b", 16, 8192, "fp8"),
+    ("mixtral-8x7b", 32, 4096, "bf16"),
+]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--seeds", type=int, nargs="+", default=[0])
+    p.add_argument("--out", default=None)
+    args = p.parse_args()
+    rows = []
+    print(
+        "| workload | seed | chips | ours (s/step) | grid (s/step) | gap | soft→hard | evaluations ours / grid | ratio | seconds ours / grid | polished by | area compute/SRAM/PIM mm² (ours) | (grid) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for seed in args.seeds:
+        for model, batch, context, fmt in WORKLOADS:
+            argv = [
+                "optimize",
+                "--model",
+                model,
+                "--batch",
+                str(batch),
+                "--context",
+                str(context),
+                "--weights",
+                fmt,
+                "--kv",
+                fmt,
+                "--area-mm2",
+                "814",
+                "--tech",
+                "N5",
+                "--seed",
+                str(seed),
+            ]
+            r = run_optimize(build_parser().parse_args(argv))
+            a, b = r["design"]["area_mm2"], r["baseline"]["design"]["area_mm2"]
+            row = {
+                "model": model,
+                "batch": batch,
+                "context": context,
+                "format": fmt,
+                "seed": seed,
+                **{
+                    k: r[k]
+                    for k in (
+                        "chips",
+                        "objective",
+                        "soft_objective",
+                        "soft_to_hard_gap",
+                        "evaluations",
+                        "seconds",
+                        "gap",
+                        "evaluation_ratio",
+                        "polished_by",
+                    )
+                },
+                "baseline": {k: r["baseline"][k] for k in ("objective", "evaluations", "seconds")},
+                "area_mm2": a,
+                "baseline_area_mm2": b,
+            }
+            rows.append(row)
+            print(
+                f"| {model} b{batch} ctx{context} {fmt} | {seed} | {r['chips']} | {r['objective']:.5g} | {r['baseline']['objective']:.5g} | "
+                f"{100 * r['gap']:+.2f}% | {100 * r['soft_to_hard_gap']:+.2f}% | {r['evaluations']} / {r['baseline']['evaluations']} | "
+                f"{r['evaluation_ratio']:.1f}x | {r['seconds']:.1f} / {r['baseline']['seconds']:.1f} | {r['polished_by'] or '—'} | "
+                f"{a['compute']:.0f}/{a['sram']:.0f}/{a['pim']:.0f} | {b['compute']:.0f}/{b['sram']:.0f}/{b['pim']:.0f} |",
+                flush=True,
+            )
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(rows, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
