@@ -35,14 +35,22 @@ class _Parser(argparse.ArgumentParser):
         raise InputError(f"{self.prog}: {message}")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number >= 1") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number >= 1")
-    return value
+def whole_number(lowest: int) -> Callable[[str], int]:
+    """An argparse type: a whole number >= `lowest`, or a one-line error."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number >= {lowest}") from None
+        if value < lowest:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number >= {lowest}")
+        return value
+
+    return parse
+
+
+_positive_int = whole_number(1)
 
 
 def _nonneg_number(text: str) -> float:

@@ -5,27 +5,12 @@ from __future__ import annotations
 import argparse
 import os
 
+from .cli import whole_number
 from .io import InputError
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number >= 1") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number >= 1")
-    return value
-
-
-def _nonneg_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number >= 0") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number >= 0")
-    return value
+_positive_int = whole_number(1)
+_nonneg_int = whole_number(0)
 
 
 def _column_goal(text: str) -> tuple[str, bool]:
