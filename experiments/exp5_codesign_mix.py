@@ -50,7 +50,9 @@ rows = []
 for name, weights in MIXES.items():
     # A zero weight would leave a point out of the objective; a tiny one keeps shapes equal.
     w = [max(x, 1e-6) for x in weights]
-    problem = make_problem(workloads, w, tech, budget=814e-6, n_stacks=5, tensor_parallel=2, system=system)
+    problem = make_problem(
+        workloads, w, tech, budget=814e-6, n_stacks=5, tensor_parallel=2, system=system, econ=cm.economics_preset("N5")
+    )
     res = optimize(problem, restarts=6, steps=60)
     areas = np.asarray(area_split(problem.budget, jnp.asarray(res.area_logits), tech, problem.n_stacks)) * 1e6
     rows.append(
