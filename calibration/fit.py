@@ -1,0 +1,576 @@
+"""Fitting the cost model's physical parameters to a measured trace.
+
+The parameters (`Knobs`) are the effective bandwidths of the on-chip tier (SRAM; the
+last-level cache on a CPU) and of DRAM, the on-chip capacity and the sharpness of its
+knee, per-tier latencies, the per-kernel launch overhead, the effective FLOP rate per
+precision and the overlap exponent of the channel p-norm, all stored as logs. Which
+of them are trained is chosen by a filter spec (`eqx.partition` / `eqx.combine`); the
+plain roofline baseline is the same model with the cache switched off, latencies and
+overheads at zero, a near-max overlap and only one bandwidth and one FLOP rate
+trained.
+
+Predictions reuse the core:
+
+* a `decode_step` row becomes a `costmodel.Workload` (the measured model's
+  dimensions, the row's batch, context and formats) and is priced by
+  `costmodel.decode_cost` on `to_chip(knobs)`, with every block class held in the
+  on-chip tier for the fraction `hit(S)` of the step's stored bytes `S` that the
+  cache keeps, the rest in DRAM;
+* a microbenchmark row (one kernel of `bytes` moved, `working_set` resident, `flops`)
+  goes through the same channels: `hit(S)` of the bytes from the on-chip tier and the
+  rest from DRAM, compute at the FLOP rate of its precision, combined with
+  `costmodel.p_norm` at the chip's overlap, plus one latency and one kernel overhead.
+
+The loss is the mean squared log error (so every point weighs by its relative error),
+minimised with optax (Adam, then L-BFGS). The parameter uncertainty is the Gauss-Newton
+covariance `s² H⁻¹` of the log parameters, with `H` the Hessian of half the summed
+squared log residuals and `s²` their variance.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.tree_util as jtu
+import numpy as np
+import optax
+
+import costmodel as cm
+from costmodel.io import formats
+
+
+KERNELS_PER_LAYER = 6.0
+"""Microbenchmark iterations' worth of launch overhead in one transformer layer: a
+layer of the flax decoder compiles to ~15 XLA:CPU thunks (norms, 7 matmuls, attention
+dots and softmax, cache updates, residuals) against ~2.5 per microbenchmark iteration
+(dot, reduce, add). An assumption, stated so that `Chip.kernel_overhead` (per layer per
+step) = overhead per kernel x this."""
+
+DRAM_CAPACITY = 1e13
+"""DRAM capacity used while fitting (B): large enough that nothing overflows."""
+
+
+class Knobs(eqx.Module):
+    """Calibrated parameters of one device, all stored as natural logs of SI values.
+
+    Attributes:
+        log_sram_capacity: bytes the on-chip tier (last-level cache) holds, log B.
+        log_knee: sharpness k of the capacity knee, `hit(S) = 1 / (1 + (S/C)**k)`, log 1.
+        log_sram_bandwidth: effective on-chip bandwidth, log B/s.
+        log_dram_bandwidth: effective DRAM bandwidth, log B/s.
+        log_sram_latency: latency per kernel of the on-chip tier, log s.
+        log_dram_latency: latency per kernel of DRAM, log s.
+        log_flops_f32: effective f32 FLOP rate (peak x efficiency), log FLOP/s.
+        log_flops_16_ratio: 16-bit FLOP rate over the f32 one, log 1 (8- and 4-bit
+            take the 16-bit rate: not measured).
+        log_kernel_overhead: launch overhead per kernel, log s.
+        log_overlap_m1: the channel p-norm exponent minus one, log(p - 1).
+        log_inner_capacity: capacity of an inner, faster cache level (L2 on a CPU),
+            log B.
+        log_inner_speedup_m1: how much faster the on-chip tier streams a working set
+            that fits the inner level, minus one, log 1: the on-chip bandwidth at
+            working set S is `B_sram * (1 + r * hit_inner(S))`.
+
+    The inner level is not a `Chip` field: the chip file carries the outer level
+    (what a working set past the inner cache sees).
+    """
+
+    log_sram_capacity: jax.Array
+    log_knee: jax.Array
+    log_sram_bandwidth: jax.Array
+    log_dram_bandwidth: jax.Array
+    log_sram_latency: jax.Array
+    log_dram_latency: jax.Array
+    log_flops_f32: jax.Array
+    log_flops_16_ratio: jax.Array
+    log_kernel_overhead: jax.Array
+    log_overlap_m1: jax.Array
+    log_inner_capacity: jax.Array
+    log_inner_speedup_m1: jax.Array
+
+
+KNOB_NAMES = tuple(f.name for f in dataclasses.fields(Knobs))
+
+PARAMETERS = {
+    # knob: (report name, unit, scale to the unit)
+    "log_sram_capacity": ("sram_capacity", "MB", 1e-6),
+    "log_knee": ("knee_sharpness", "1", 1.0),
+    "log_sram_bandwidth": ("sram_bandwidth", "GB/s", 1e-9),
+    "log_dram_bandwidth": ("dram_bandwidth", "GB/s", 1e-9),
+    "log_sram_latency": ("sram_latency", "ns", 1e9),
+    "log_dram_latency": ("dram_latency", "ns", 1e9),
+    "log_flops_f32": ("flops_f32", "GFLOP/s", 1e-9),
+    "log_flops_16_ratio": ("flops_16_over_f32", "1", 1.0),
+    "log_kernel_overhead": ("kernel_overhead", "us", 1e6),
+    "log_overlap_m1": ("overlap_minus_1", "1", 1.0),
+    "log_inner_capacity": ("inner_cache_capacity", "MB", 1e-6),
+    "log_inner_speedup_m1": ("inner_cache_speedup_minus_1", "1", 1.0),
+}
+
+
+def make_knobs(**values) -> Knobs:
+    """Knobs from SI values (not logs): names of `Knobs` without the `log_` prefix."""
+    out = {}
+    for name in KNOB_NAMES:
+        key = name.removeprefix("log_")
+        if key not in values:
+            raise TypeError(f"make_knobs: missing {key!r}")
+        out[name] = jnp.log(jnp.asarray(values[key], dtype=float))
+    return Knobs(**out)
+
+
+def knob_values(knobs: Knobs) -> dict[str, float]:
+    """SI values (not logs) by name without the `log_` prefix."""
+    return {n.removeprefix("log_"): float(jnp.exp(getattr(knobs, n))) for n in KNOB_NAMES}
+
+
+def hit_fraction(knobs: Knobs, working_set):
+    """Fraction of the bytes served by the on-chip tier for a working set of `S` bytes:
+    `1 / (1 + (S/C)**k)`, a smooth knee at the capacity `C` (a sigmoid in log S)."""
+    # Positive S always (validated), so log is safe.
+    return jax.nn.sigmoid(-jnp.exp(knobs.log_knee) * (jnp.log(working_set) - knobs.log_sram_capacity))
+
+
+def sram_bandwidth(knobs: Knobs, working_set=None):
+    """On-chip bandwidth (B/s), faster for a working set that fits the inner cache."""
+    outer = jnp.exp(knobs.log_sram_bandwidth)
+    if working_set is None:
+        return outer
+    inner = jax.nn.sigmoid(-jnp.exp(knobs.log_knee) * (jnp.log(working_set) - knobs.log_inner_capacity))
+    return outer * (1.0 + jnp.exp(knobs.log_inner_speedup_m1) * inner)
+
+
+def to_chip(knobs: Knobs, working_set=None) -> cm.Chip:
+    """The `costmodel.Chip` the knobs describe (no PIM, one chip, efficiencies folded in).
+
+    With `working_set` (B), the on-chip bandwidth is the one that working set sees
+    (inner cache included); without, the outer level's, as in the chip file.
+    """
+    e = jnp.exp
+    f32 = e(knobs.log_flops_f32)
+    f16 = e(knobs.log_flops_f32 + knobs.log_flops_16_ratio)
+    zero = jnp.zeros_like(f32)
+    return cm.make_chip(
+        capacity=jnp.stack([e(knobs.log_sram_capacity), zero, zero + DRAM_CAPACITY]),
+        bandwidth=jnp.stack([sram_bandwidth(knobs, working_set), zero, e(knobs.log_dram_bandwidth)]),
+        latency=jnp.stack([e(knobs.log_sram_latency), zero, e(knobs.log_dram_latency)]),
+        peak_flops=jnp.stack([f32, f16, f16, f16]),
+        compute_efficiency=1.0,
+        kernel_overhead=e(knobs.log_kernel_overhead) * KERNELS_PER_LAYER,
+        overlap=1.0 + e(knobs.log_overlap_m1),
+    )
+
+
+# --- predictions ----------------------------------------------------------------
+
+
+class MicroPoints(eqx.Module):
+    """Microbenchmark rows as arrays: bytes moved, working set (B), FLOPs, precision."""
+
+    bytes: jax.Array
+    working_set: jax.Array
+    flops: jax.Array
+    precision: jax.Array
+
+
+def predict_micro(knobs: Knobs, pts: MicroPoints):
+    """Seconds per kernel call of each microbenchmark point (see the module docstring)."""
+    chip = to_chip(knobs)
+    h = hit_fraction(knobs, pts.working_set)
+    t_sram = h * pts.bytes / sram_bandwidth(knobs, pts.working_set)
+    t_dram = (1.0 - h) * pts.bytes / chip.tiers.bandwidth[cm.TIERS.index("dram")]
+    t_comp = pts.flops / chip.peak_flops[pts.precision]
+    zero = jnp.zeros_like(t_sram)
+    channels = jnp.stack([t_sram, zero, t_dram, t_comp], axis=-1)
+    # One exponent per point (the core's p_norm broadcasts p against x's batch axes).
+    parallel = cm.p_norm(channels, jnp.broadcast_to(chip.overlap, channels.shape[:-1]))
+    lat = chip.tiers.latency
+    serial = h * lat[0] + (1.0 - h) * lat[2] + chip.kernel_overhead / KERNELS_PER_LAYER
+    return parallel + serial
+
+
+def decode_placement(knobs: Knobs, traffic: cm.Traffic):
+    """Every class held on chip for the fraction the cache keeps of the step's bytes."""
+    h = hit_fraction(knobs, jnp.sum(traffic.stored_bytes))
+    row = jnp.stack([h, jnp.zeros_like(h), 1.0 - h])
+    return jnp.broadcast_to(row, (len(cm.CLASSES), 3))
+
+
+def predict_decode(knobs: Knobs, workloads: cm.Workload, hard: bool = False):
+    """Seconds per decode step of each (stacked) workload, by `costmodel.decode_cost`.
+
+    With `hard`, the placement is the chip file's own policy ("sram": fill the on-chip
+    tier, spill the rest to DRAM) on the chip file's parameters (no inner cache), i.e.
+    what `costmodel evaluate --chip` computes.
+    """
+
+    def one(w):
+        traffic = cm.lower_traffic(w)
+        if hard:
+            chip = to_chip(knobs)
+            placement = cm.policy_placement("sram", traffic, chip)
+        else:
+            chip = to_chip(knobs, jnp.sum(traffic.stored_bytes))
+            placement = decode_placement(knobs, traffic)
+        return cm.decode_cost(w, chip, placement).seconds_per_step
+
+    return jax.vmap(one)(workloads)
+
+
+# --- data -----------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Dataset:
+    """Rows split by how they are predicted, with measured seconds."""
+
+    rows: list[dict]
+    micro_index: np.ndarray
+    decode_index: np.ndarray
+    micro: MicroPoints | None
+    decode: cm.Workload | None
+
+    @property
+    def n(self) -> int:
+        return len(self.rows)
+
+    @property
+    def measured(self) -> np.ndarray:
+        return np.array([r["seconds"] for r in self.rows])
+
+
+def _stack(trees):
+    return jtu.tree_map(lambda *xs: jnp.stack(xs), *trees)
+
+
+def make_dataset(rows: list[dict]) -> Dataset:
+    fmts = formats()
+    micro_i = [i for i, r in enumerate(rows) if r["kind"] != "decode_step"]
+    dec_i = [i for i, r in enumerate(rows) if r["kind"] == "decode_step"]
+    micro = None
+    if micro_i:
+        sel = [rows[i] for i in micro_i]
+        micro = MicroPoints(
+            bytes=jnp.asarray([r["bytes"] for r in sel], dtype=float),
+            working_set=jnp.asarray([r["working_set"] for r in sel], dtype=float),
+            flops=jnp.asarray([r["flops"] for r in sel], dtype=float),
+            precision=jnp.asarray([fmts[r["dtype"]].precision for r in sel], dtype=jnp.int32),
+        )
+    decode = None
+    if dec_i:
+        ws = []
+        for i in dec_i:
+            r = rows[i]
+            model = cm.Model(
+                n_layers=r["n_layers"],
+                d_model=r["d_model"],
+                n_heads=r["n_heads"],
+                n_kv_heads=r["n_kv_heads"],
+                head_dim=r["head_dim"],
+                d_ff=r["d_ff"],
+                vocab=r["vocab"],
+                ffn_matrices=r.get("ffn_matrices", 3.0),
+                tied_embeddings=r.get("tied_embeddings", 0.0),
+            )
+            w, k = fmts[r["weights"]], fmts[r["kv"]]
+            scenario = cm.Scenario(
+                batch=r["batch"],
+                context=r["context"],
+                weight_bytes=w.bytes_per_element,
+                kv_bytes=k.bytes_per_element,
+                weight_precision=w.precision,
+                kv_precision=k.precision,
+                activation_bytes=w.bytes_per_element,
+            )
+            ws.append(cm.Workload(model, scenario))
+        decode = _stack(ws)
+    return Dataset(rows, np.asarray(micro_i, int), np.asarray(dec_i, int), micro, decode)
+
+
+def predict(knobs: Knobs, data: Dataset, hard: bool = False) -> jax.Array:
+    """Predicted seconds for every row of `data`, in row order (jit-compiled)."""
+    return jax.jit(lambda k: _predict(k, data, hard))(knobs)
+
+
+def _predict(knobs: Knobs, data: Dataset, hard: bool = False) -> jax.Array:
+    out = jnp.zeros((data.n,))
+    if data.micro is not None:
+        out = out.at[data.micro_index].set(predict_micro(knobs, data.micro))
+    if data.decode is not None:
+        out = out.at[data.decode_index].set(predict_decode(knobs, data.decode, hard))
+    return out
+
+
+# --- initial values and filter specs --------------------------------------------
+
+
+def initial_knobs(rows: list[dict]) -> Knobs:
+    """A starting point read off the trace (rates from the fastest and slowest streams)."""
+    micro = [r for r in rows if r["kind"] != "decode_step"]
+    rate = [r["bytes"] / r["seconds"] for r in micro if r["kind"] in ("stream", "gemv")]
+    big = [r["bytes"] / r["seconds"] for r in micro if r["kind"] in ("stream", "gemv") and r["working_set"] >= 256e6]
+    flops = [r["flops"] / r["seconds"] for r in micro if r["kind"] == "gemm"]
+    fast = float(np.percentile(rate, 90)) if rate else 100e9
+    slow = float(np.median(big)) if big else fast / 3
+    return make_knobs(
+        sram_capacity=32e6,
+        knee=1.5,
+        sram_bandwidth=fast,
+        dram_bandwidth=min(slow, fast / 1.5),
+        sram_latency=10e-9,
+        dram_latency=100e-9,
+        flops_f32=1.5 * max(flops) if flops else 100e9,
+        flops_16_ratio=1.0,
+        kernel_overhead=max(min(r["seconds"] for r in micro) / 2, 1e-8) if micro else 1e-6,
+        overlap_m1=1.0,
+        inner_capacity=1e6,
+        inner_speedup_m1=1.0,
+    )
+
+
+def full_spec(rows: list[dict], knobs: Knobs):
+    """Every knob trained, except the 16-bit FLOP ratio when no 16-bit row is measured."""
+    fmts = formats()
+    has16 = any(
+        r["kind"] != "decode_step"
+        and fmts[r["dtype"]].precision == 1
+        or r["kind"] == "decode_step"
+        and fmts[r["weights"]].precision == 1
+        for r in rows
+    )
+    spec = jtu.tree_map(lambda _: True, knobs)
+    return eqx.tree_at(lambda k: k.log_flops_16_ratio, spec, has16)
+
+
+def roofline_knobs(knobs: Knobs) -> Knobs:
+    """The plain roofline as a point of the same model: no cache (1-byte capacity, no
+    inner level), no latency or overhead, one FLOP rate for every precision, overlap p = 64 (~max)."""
+    tiny = jnp.log(jnp.asarray(1e-15))
+    return eqx.tree_at(
+        lambda k: (
+            k.log_sram_capacity,
+            k.log_knee,
+            k.log_sram_latency,
+            k.log_dram_latency,
+            k.log_flops_16_ratio,
+            k.log_kernel_overhead,
+            k.log_overlap_m1,
+            k.log_inner_speedup_m1,
+        ),
+        knobs,
+        (jnp.asarray(0.0), jnp.asarray(0.0), tiny, tiny, jnp.asarray(0.0), tiny, jnp.log(jnp.asarray(63.0)), tiny),
+    )
+
+
+def roofline_spec(knobs: Knobs):
+    spec = jtu.tree_map(lambda _: False, knobs)
+    return eqx.tree_at(lambda k: (k.log_dram_bandwidth, k.log_flops_f32), spec, (True, True))
+
+
+# --- fitting --------------------------------------------------------------------
+
+STATUS = ("converged", "max_steps_reached", "nonfinite")
+
+
+@dataclasses.dataclass
+class Fit:
+    """A fitted model: knobs, status, loss, and the log-parameter covariance."""
+
+    knobs: Knobs
+    initial: Knobs
+    spec: Knobs
+    status: str
+    loss: float
+    grad_norm: float
+    steps: int
+    trained: tuple[str, ...]
+    log_std: dict[str, float]
+
+
+def _residuals(knobs, data: Dataset, measured):
+    return jnp.log(_predict(knobs, data)) - jnp.log(measured)
+
+
+def fit_knobs(
+    data: Dataset,
+    knobs: Knobs,
+    spec: Knobs,
+    *,
+    adam_steps: int = 1500,
+    lbfgs_steps: int = 200,
+    learning_rate: float = 0.05,
+    prior: float = 1e-4,
+    tol: float = 1e-5,
+) -> Fit:
+    """Fits the trainable knobs (`spec` True) to the rows of `data`.
+
+    Args:
+        data: the training rows.
+        knobs: the starting point (also the centre of a weak prior).
+        spec: a `Knobs` of bools: which leaves are trained.
+        adam_steps / lbfgs_steps: optimiser steps (Adam first, then L-BFGS).
+        learning_rate: Adam's step size in log units.
+        prior: weight of `sum (log p - log p0)**2` added to the mean squared log
+            error, which keeps parameters the data cannot see near their start.
+        tol: the fit is `converged` when the gradient norm of the loss is below this.
+
+    Returns:
+        A `Fit`. A fit whose loss is not finite, or whose gradient is still large,
+        says so in `status` rather than raising.
+    """
+    measured = jnp.asarray(data.measured)
+    train, static = eqx.partition(knobs, spec)
+    start = train
+
+    def loss_fn(train):
+        k = eqx.combine(train, static)
+        r = _residuals(k, data, measured)
+        reg = sum(jnp.sum((a - b) ** 2) for a, b in zip(jtu.tree_leaves(train), jtu.tree_leaves(start)))
+        return jnp.mean(r**2) + prior * reg
+
+    value_and_grad = jax.value_and_grad(loss_fn)
+    schedule = optax.cosine_decay_schedule(learning_rate, adam_steps, alpha=0.01)
+    adam = optax.adam(schedule)
+
+    @jax.jit
+    def run_adam(train):
+        def step(carry, _):
+            p, s = carry
+            loss, g = value_and_grad(p)
+            u, s = adam.update(g, s, p)
+            return (optax.apply_updates(p, u), s), loss
+
+        (p, _), losses = jax.lax.scan(step, (train, adam.init(train)), None, length=adam_steps)
+        return p, losses
+
+    train, _ = run_adam(train)
+    lbfgs = optax.lbfgs()
+
+    @jax.jit
+    def run_lbfgs(train):
+        vg = optax.value_and_grad_from_state(loss_fn)
+
+        def step(carry, _):
+            p, s = carry
+            value, g = vg(p, state=s)
+            u, s = lbfgs.update(g, s, p, value=value, grad=g, value_fn=loss_fn)
+            return (optax.apply_updates(p, u), s), value
+
+        (p, _), values = jax.lax.scan(step, (train, lbfgs.init(train)), None, length=lbfgs_steps)
+        return p
+
+    if lbfgs_steps:
+        candidate = run_lbfgs(train)
+        # L-BFGS polishes; keep it only if it helped and stayed finite.
+        loss_jit = jax.jit(loss_fn)
+        before, after = float(loss_jit(train)), float(loss_jit(candidate))
+        if math.isfinite(after) and after <= before:
+            train = candidate
+    loss, g = jax.jit(value_and_grad)(train)
+    loss = float(loss)
+    gnorm = float(optax.tree.norm(g))
+    if not (math.isfinite(loss) and math.isfinite(gnorm)):
+        status = "nonfinite"
+    elif gnorm <= tol:
+        status = "converged"
+    else:
+        status = "max_steps_reached"
+    fitted = eqx.combine(train, static)
+    trained = tuple(n for n in KNOB_NAMES if bool(getattr(spec, n)))
+    log_std = uncertainty(fitted, spec, data, prior) if status != "nonfinite" else {n: float("nan") for n in trained}
+    return Fit(fitted, knobs, spec, status, loss, gnorm, adam_steps + lbfgs_steps, trained, log_std)
+
+
+def uncertainty(knobs: Knobs, spec: Knobs, data: Dataset, prior: float = 1e-4) -> dict[str, float]:
+    """Standard deviation of each trained log parameter: `diag(s² H⁻¹)`.
+
+    `H` is the Hessian, over the trained log parameters, of the objective the fit
+    minimises scaled to half the summed squared log residuals (`sum r²/2 + n prior
+    |dθ|²/2`), and `s² = sum r² / (n - p)` the residual variance. A parameter the data
+    cannot pin down is held only by the weak prior, so its standard deviation comes
+    out large (several units of log, a factor of e^k) rather than small.
+    """
+    from jax.flatten_util import ravel_pytree
+
+    measured = jnp.asarray(data.measured)
+    train, static = eqx.partition(knobs, spec)
+    flat, unravel = ravel_pytree(train)
+    names = [n for n in KNOB_NAMES if bool(getattr(spec, n))]
+    if not names:
+        return {}
+
+    def half_ssr(x):
+        r = _residuals(eqx.combine(unravel(x), static), data, measured)
+        return 0.5 * jnp.sum(r**2)
+
+    n, p = data.n, len(names)
+    h = np.asarray(jax.jit(jax.hessian(half_ssr))(flat), dtype=float)
+    h = 0.5 * (h + h.T) + n * prior * np.eye(p)
+    s2 = 2.0 * float(jax.jit(half_ssr)(flat)) / max(n - p, 1)
+    try:
+        cov = s2 * np.linalg.inv(h)
+        var = np.diag(cov)
+    except np.linalg.LinAlgError:
+        var = np.full(p, np.inf)
+    var = np.where(np.isfinite(var) & (var >= 0), var, np.inf)
+    return {name: float(np.sqrt(x)) for name, x in zip(names, var)}
+
+
+# --- metrics --------------------------------------------------------------------
+
+
+def mape(pred, meas) -> float:
+    pred, meas = np.asarray(pred, float), np.asarray(meas, float)
+    return float(np.mean(np.abs(pred / meas - 1.0))) if len(meas) else float("nan")
+
+
+def spearman(a, b) -> float:
+    """Spearman rank correlation (average ranks for ties)."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if len(a) < 3:
+        return float("nan")
+
+    def ranks(x):
+        order = np.argsort(x, kind="mergesort")
+        r = np.empty(len(x))
+        r[order] = np.arange(len(x), dtype=float)
+        for v in np.unique(x):  # average ties
+            m = x == v
+            if m.sum() > 1:
+                r[m] = r[m].mean()
+        return r
+
+    ra, rb = ranks(a), ranks(b)
+    if np.std(ra) == 0 or np.std(rb) == 0:
+        return float("nan")
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def parameter_table(fit: Fit) -> dict[str, dict]:
+    """Fitted parameters in report units, with start value, change factor and uncertainty."""
+    out = {}
+    for knob, (name, unit, scale) in PARAMETERS.items():
+        value = float(jnp.exp(getattr(fit.knobs, knob)))
+        start = float(jnp.exp(getattr(fit.initial, knob)))
+        if knob == "log_overlap_m1":
+            name, value, start = "overlap_p", value + 1.0, start + 1.0
+        if knob == "log_inner_speedup_m1":
+            name, value, start = "inner_cache_speedup", value + 1.0, start + 1.0
+        entry = {
+            "value": value * scale,
+            "unit": unit,
+            "initial": start * scale,
+            "change_factor": value / start,
+            "trained": knob in fit.trained,
+        }
+        if knob in fit.log_std:
+            sd = fit.log_std[knob]
+            # A log-normal interval: the value is known within a factor exp(sd).
+            entry["uncertainty_factor"] = float(math.exp(sd)) if math.isfinite(sd) and sd < 50 else float("inf")
+            entry["determined_by_data"] = bool(math.isfinite(sd) and sd < math.log(2.0))
+        out[name] = entry
+    return out

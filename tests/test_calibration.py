@@ -1,0 +1,439 @@
+"""Calibration: trace schema and loaders, importers, predictions, fitting, the honest test."""
+
+import contextlib
+import io
+import json
+import math
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import costmodel as cm
+from calibration import fit as F
+from calibration.importers import import_llama_bench, import_vllm
+from calibration.trace import COMMON, load_trace, save_trace
+from costmodel.cli import main
+from costmodel.io import InputError, chip_info
+
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+SHIPPED = ROOT / "data" / "traces" / "cpu.csv"
+MB = 2**20
+
+
+def _micro_row(kind, nbytes, flops, dtype="f32", seconds=1e-3, **extra):
+    return {
+        "kind": kind,
+        "label": f"{kind} test",
+        "dtype": dtype,
+        "bytes": float(nbytes),
+        "working_set": float(nbytes),
+        "flops": float(flops),
+        "seconds": seconds,
+        "spread_seconds": seconds / 20,
+        "reps": 11.0,
+        "device": "cpu: test",
+        "software": "test",
+        **extra,
+    }
+
+
+def _decode_row(d_model=256, batch=1, context=256, seconds=1e-3):
+    return {
+        "kind": "decode_step",
+        "label": "decoder",
+        "n_layers": 4.0,
+        "d_model": float(d_model),
+        "n_heads": 4.0,
+        "n_kv_heads": 4.0,
+        "head_dim": 64.0,
+        "d_ff": 3.0 * d_model,
+        "vocab": 2048.0,
+        "batch": float(batch),
+        "context": float(context),
+        "weights": "f32",
+        "kv": "f32",
+        "seconds": seconds,
+        "spread_seconds": seconds / 20,
+        "reps": 11.0,
+        "device": "cpu: test",
+        "software": "test",
+    }
+
+
+# --- the trace format -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_trace_round_trip(tmp_path, suffix):
+    rows = [_micro_row("stream", 4 * MB, 2 * MB), _micro_row("gemm", 1e6, 1e9, dtype="bf16"), _decode_row()]
+    path = save_trace(rows, tmp_path / f"t{suffix}")
+    back = load_trace(path)
+    assert [r["kind"] for r in back] == ["stream", "gemm", "decode_step"]
+    for a, b in zip(rows, back):
+        for k, v in a.items():
+            assert b[k] == (pytest.approx(v) if isinstance(v, float) else v), k
+    assert back[2]["ffn_matrices"] == 3.0 and back[2]["tied_embeddings"] == 0.0
+    assert back[1]["source"].endswith(":3")
+
+
+def _write_csv(tmp_path, rows):
+    path = tmp_path / "bad.csv"
+    save_trace(rows, path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"kind": "streaming"}, "column 'kind' = 'streaming'"),
+        ({"seconds": "fast"}, "column 'seconds' = 'fast': expected a number"),
+        ({"seconds": 0.0}, "expected a number > 0"),
+        ({"seconds": -1e-3}, "expected a number > 0"),
+        ({"seconds": 1500.0}, "wrong units"),
+        ({"reps": 2.5}, "column 'reps'"),
+        ({"dtype": "fp12"}, "column 'dtype' = 'fp12'"),
+        ({"bytes": None}, "needs column 'bytes'"),
+    ],
+)
+def test_malformed_row_names_file_and_line(tmp_path, change, message):
+    rows = [_micro_row("stream", 4 * MB, 2 * MB) for _ in range(3)]
+    rows[1].update(change)
+    path = _write_csv(tmp_path, rows)
+    with pytest.raises(InputError) as e:
+        load_trace(path)
+    assert f"{path}: line 3" in str(e.value)
+    assert message in str(e.value)
+
+
+def test_missing_column_and_empty_file(tmp_path):
+    path = tmp_path / "cols.csv"
+    path.write_text("kind,label,seconds\nstream,x,1e-3\n")
+    with pytest.raises(InputError, match="line 1: missing column 'spread_seconds'"):
+        load_trace(path)
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    with pytest.raises(InputError, match="empty file"):
+        load_trace(empty)
+    header_only = tmp_path / "header.csv"
+    header_only.write_text(",".join(COMMON) + "\n")
+    with pytest.raises(InputError, match="no rows"):
+        load_trace(header_only)
+
+
+def test_cli_malformed_trace_exits_2(tmp_path, capsys):
+    rows = [_micro_row("stream", 4 * MB, 2 * MB), _micro_row("stream", 8 * MB, 4 * MB, seconds=-1.0)]
+    path = _write_csv(tmp_path, rows)
+    status = main(["calibrate", str(path), "--out", str(tmp_path / "x.toml")])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert f"{path}: line 3" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert main(["calibrate", str(tmp_path / "nope.csv"), "--out", str(tmp_path / "x.toml")]) == 2
+    assert main(["calibrate", str(path), "--holdout", "teapot", "--out", str(tmp_path / "x.toml")]) == 2
+
+
+# --- importers --------------------------------------------------------------------
+
+
+def test_llama_bench_json_and_csv():
+    rows = import_llama_bench(HERE / "test_calibration_llama_bench.json", "llama-2-7b")
+    assert len(rows) == 1  # the pp512 record is prompt processing, not decode
+    (r,) = rows
+    assert r["weights"] == "q4_0" and r["kv"] == "f16" and r["batch"] == 1.0
+    assert r["seconds"] == pytest.approx(1076767880e-9 / 128)
+    assert r["context"] == 512 + 64
+    assert r["reps"] == 5.0
+    rows = import_llama_bench(HERE / "test_calibration_llama_bench.csv", "llama-2-7b")
+    assert len(rows) == 1 and rows[0]["weights"] == "q8_0"
+    assert rows[0]["seconds"] == pytest.approx(0.25)
+
+
+def test_vllm_json(tmp_path):
+    (r,) = import_vllm(HERE / "test_calibration_vllm.json", "llama-3-8b")
+    assert r["batch"] == 16 and r["seconds"] == pytest.approx(0.0205)
+    assert r["context"] == pytest.approx(65536 / 64 + 8192 / 64 / 2)
+    # The imported rows are a valid trace, and the model predicts them from the core.
+    path = save_trace([r], tmp_path / "v.csv")
+    (back,) = load_trace(path)
+    data = F.make_dataset([back])
+    knobs = F.initial_knobs([_micro_row("stream", 4 * MB, 0)])
+    assert np.isfinite(np.asarray(F.predict(knobs, data))).all()
+
+
+def test_cli_import(tmp_path, capsys):
+    out = tmp_path / "lb.csv"
+    assert (
+        main(
+            [
+                "import-trace",
+                "llama-bench",
+                str(HERE / "test_calibration_llama_bench.json"),
+                "--model",
+                "llama-2-7b",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    assert len(load_trace(out)) == 1
+    assert (
+        main(
+            [
+                "import-trace",
+                "vllm",
+                str(HERE / "test_calibration_vllm.json"),
+                "--model",
+                "no-such-model",
+                "--out",
+                str(out),
+            ]
+        )
+        == 2
+    )
+
+
+# --- predictions ------------------------------------------------------------------
+
+
+def _knobs(**over):
+    v = dict(
+        sram_capacity=32e6,
+        knee=2.0,
+        sram_bandwidth=80e9,
+        dram_bandwidth=10e9,
+        sram_latency=5e-9,
+        dram_latency=80e-9,
+        flops_f32=50e9,
+        flops_16_ratio=0.5,
+        kernel_overhead=1e-6,
+        overlap_m1=1.0,
+        inner_capacity=1e6,
+        inner_speedup_m1=1e-9,
+    )
+    v.update(over)
+    return F.make_knobs(**v)
+
+
+def test_micro_closed_form_without_cache():
+    """No cache and p = 1: time = bytes/B_dram + FLOPs/F + latency + overhead."""
+    k = _knobs(sram_capacity=1e-12, overlap_m1=1e-9)
+    pts = F.MicroPoints(jnp.asarray([1e8]), jnp.asarray([1e8]), jnp.asarray([4e9]), jnp.asarray([0]))
+    t = float(F.predict_micro(k, pts)[0])
+    assert t == pytest.approx(1e8 / 10e9 + 4e9 / 50e9 + 80e-9 + 1e-6, rel=1e-4)
+
+
+def test_hit_fraction_knee_and_monotone():
+    k = _knobs()
+    s = jnp.geomspace(1e3, 1e11, 50)
+    h = F.hit_fraction(k, s)
+    assert float(F.hit_fraction(k, jnp.asarray(32e6))) == pytest.approx(0.5)
+    assert bool(jnp.all(jnp.diff(h) <= 0)) and float(h[0]) > 0.99 and float(h[-1]) < 0.01
+    assert float(F.hit_fraction(k, jnp.asarray(16e6))) > 0.7 > 0.3 > float(F.hit_fraction(k, jnp.asarray(64e6)))
+    # Bandwidth vs working set falls from the SRAM rate to the DRAM rate.
+    pts = F.MicroPoints(s, s, jnp.zeros_like(s), jnp.zeros(s.shape, jnp.int32))
+    bw = s / F.predict_micro(_knobs(kernel_overhead=1e-15, sram_latency=1e-15, dram_latency=1e-15), pts)
+    assert float(bw[-1]) == pytest.approx(10e9, rel=0.02) and float(bw[0]) == pytest.approx(80e9, rel=0.02)
+
+
+def test_decode_prediction_is_the_core():
+    """A decode row is priced by costmodel.decode_cost on to_chip(knobs)."""
+    k = _knobs()
+    row = _decode_row(d_model=512, batch=4, context=1024)
+    data = F.make_dataset([row])
+    model = cm.Model(n_layers=4, d_model=512, n_heads=4, n_kv_heads=4, head_dim=64, d_ff=1536, vocab=2048)
+    w = cm.Workload(model, cm.make_scenario(batch=4, context=1024, weights="f32", kv="f32"))
+    traffic = cm.lower_traffic(w)
+    expected = cm.decode_cost(w, F.to_chip(k), F.decode_placement(k, traffic)).seconds_per_step
+    assert float(F.predict(k, data)[0]) == pytest.approx(float(expected), rel=1e-5)
+    # Hard placement: what `evaluate --chip` does with the written chip file.
+    hard = cm.decode_cost(w, F.to_chip(k), cm.policy_placement("sram", traffic, F.to_chip(k))).seconds_per_step
+    assert float(F.predict(k, data, hard=True)[0]) == pytest.approx(float(hard), rel=1e-5)
+
+
+def test_loss_gradients_finite_and_match_finite_differences(x64):
+    rows = [_micro_row("stream", s, s / 2, seconds=s / 20e9) for s in (1e4, 1e6, 1e8, 1e9)]
+    rows += [_micro_row("gemm", 3e6, 2e9, seconds=0.05), _decode_row(seconds=2e-3)]
+    data = F.make_dataset(rows)
+    meas = jnp.asarray(data.measured)
+    k = _knobs()
+    loss = jax.jit(lambda k: jnp.mean((jnp.log(F._predict(k, data)) - jnp.log(meas)) ** 2))
+    g = jax.jit(jax.grad(loss))(k)
+    for name in F.KNOB_NAMES:
+        gv = float(getattr(g, name))
+        assert math.isfinite(gv), name
+        eps = 1e-5
+        up = eqx.tree_at(lambda t: getattr(t, name), k, getattr(k, name) + eps)
+        dn = eqx.tree_at(lambda t: getattr(t, name), k, getattr(k, name) - eps)
+        fd = (float(loss(up)) - float(loss(dn))) / (2 * eps)
+        assert gv == pytest.approx(fd, rel=1e-3, abs=1e-7), name
+
+
+# --- fitting ----------------------------------------------------------------------
+
+
+def _synthetic_rows():
+    from calibration.bench import plan
+
+    p = plan(quick=False)
+    rows = [_micro_row("stream", s, s / 2) for s in p.stream_sizes]
+    for dt, b in (("f32", 4), ("bf16", 2)):
+        rows += [_micro_row("gemv", (k * n + k + n) * b, 2 * k * n, dt) for k, n in p.gemv_shapes]
+        rows += [_micro_row("gemm", (m * k + k * n + m * n) * b, 2 * m * k * n, dt) for m, k, n in p.gemm_shapes]
+    hd = p.head_dim
+    rows += [
+        _micro_row("attention_decode", 8.0 * b * t * kvh * hd, 4.0 * b * h * hd * t) for b, t, h, kvh in p.attention
+    ]
+    return rows
+
+
+def test_recovery_within_uncertainty():
+    """A synthetic trace from known parameters plus 3% noise: the fit recovers them."""
+    truth = _knobs(sram_capacity=20e6, knee=1.5, overlap_m1=0.3, inner_capacity=2e6, inner_speedup_m1=2.0)
+    rows = _synthetic_rows()
+    clean = np.asarray(F.predict(truth, F.make_dataset(rows)))
+    noise = np.exp(np.random.default_rng(0).normal(0, 0.03, len(rows)))
+    for r, t in zip(rows, clean * noise):
+        r["seconds"] = float(t)
+    data = F.make_dataset(rows)
+    k0 = F.initial_knobs(rows)
+    fit = F.fit_knobs(data, k0, F.full_spec(rows, k0))
+    assert fit.status == "converged"
+    checked = []
+    for name in F.KNOB_NAMES:
+        sd = fit.log_std[name]
+        err = abs(float(getattr(fit.knobs, name)) - float(getattr(truth, name)))
+        if math.isfinite(sd) and sd < 0.5:
+            assert err <= 3 * sd + 0.01, (name, err, sd)
+            checked.append(name)
+    for must in ("log_sram_capacity", "log_sram_bandwidth", "log_dram_bandwidth", "log_flops_f32"):
+        assert must in checked, (must, fit.log_std[must])
+    # Residuals of the recovered model are at the noise level.
+    pred = np.asarray(F.predict(fit.knobs, data))
+    assert F.mape(pred, data.measured) < 0.05
+
+
+def test_unconverged_fit_says_so():
+    rows = _synthetic_rows()[:20]
+    data = F.make_dataset(rows)
+    k0 = F.initial_knobs(rows)
+    fit = F.fit_knobs(data, k0, F.full_spec(rows, k0), adam_steps=2, lbfgs_steps=0)
+    assert fit.status == "max_steps_reached"
+
+
+def test_filter_spec_freezes_leaves():
+    rows = _synthetic_rows()[:30]
+    data = F.make_dataset(rows)
+    k0 = F.roofline_knobs(F.initial_knobs(rows))
+    fit = F.fit_knobs(data, k0, F.roofline_spec(k0), adam_steps=50, lbfgs_steps=0)
+    assert fit.trained == ("log_dram_bandwidth", "log_flops_f32")
+    for name in F.KNOB_NAMES:
+        if name not in fit.trained:
+            assert float(getattr(fit.knobs, name)) == float(getattr(k0, name)), name
+
+
+# --- the honest test on the shipped CPU trace ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def shipped_result(tmp_path_factory):
+    if not SHIPPED.exists():
+        pytest.skip("no shipped trace")
+    out = tmp_path_factory.mktemp("cal") / "cpu.toml"
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        status = main(
+            ["calibrate", str(SHIPPED), "--holdout", "decode_step", "--dtypes", "f32", "--out", str(out), "--json"]
+        )
+    assert status == 0
+    return json.loads(buf.getvalue()), out
+
+
+def test_holdout_decode_steps_on_shipped_trace(shipped_result):
+    """Fit on microbenchmarks only; predict the end-to-end decode steps."""
+    r, _ = shipped_result
+    assert r["status"] == "converged"
+    assert r["n_holdout"] >= 10 and r["n_train"] >= 40
+    assert r["per_kind_mape"].keys() >= {"holdout.decode_step", "train.stream"}
+    # Measured on a shared 2-core VM (see data/traces/README.md): the ranking of unseen
+    # decode configurations is right, the full model beats the plain roofline, but the
+    # absolute error is above the 15% goal (test below, marked xfail).
+    assert r["holdout_rank_correlation"] >= 0.95
+    assert r["holdout_mape"] <= 0.45
+    assert r["holdout_mape"] < 0.8 * r["baseline"]["holdout_mape"]
+    assert r["train_mape"] < 0.5 * r["baseline"]["train_mape"]
+    assert r["beats_baseline_on_holdout"] is True
+    for name in ("sram_bandwidth", "dram_bandwidth", "sram_capacity", "flops_f32", "overlap_p"):
+        p = r["parameters"][name]
+        assert p["unit"] and p["value"] > 0 and "uncertainty_factor" in p
+
+
+@pytest.mark.xfail(strict=True, reason="goal not met on the shipped CPU trace: held-out MAPE ~0.38 (see report)")
+def test_holdout_goal_15_percent(shipped_result):
+    r, _ = shipped_result
+    assert r["holdout_mape"] <= 0.15
+
+
+def test_written_chip_file_evaluates(shipped_result):
+    r, out = shipped_result
+    info = chip_info(str(out))
+    assert info.placement == "sram" and info.max_chips == 1
+    dram = float(info.chip.tiers.bandwidth[2]) / 1e9
+    assert dram == pytest.approx(r["parameters"]["dram_bandwidth"]["value"], rel=1e-3)
+    assert all(Path(p).exists() for p in r["plots"])
+
+
+def test_shipped_calibrated_chip_loads():
+    path = ROOT / "data" / "calibrated" / "cpu.toml"
+    if not path.exists():
+        pytest.skip("no calibrated chip shipped")
+    info = chip_info("cpu")
+    assert float(info.chip.tiers.capacity[0]) > 0 and "fitted" in info.source
+
+
+# --- measuring (a tiny plan) --------------------------------------------------------
+
+
+def test_bench_tiny_plan():
+    from calibration.bench import Plan, run_bench
+    from calibration.transformer import Config
+
+    p = Plan(
+        stream_sizes=(64 * 1024,),
+        gemv_shapes=((256, 256),),
+        gemm_shapes=((4, 128, 128),),
+        dtypes=("f32",),
+        attention=((1, 64, 2, 1),),
+        head_dim=16,
+        decode_models=(Config("t", 1, 32, 2, 1, 16, 64, 64),),
+        decode_points=((1, 16),),
+        reps=4,
+        target_seconds=0.001,
+        passes=2,
+    )
+    rows = run_bench(the_plan=p, progress=False)
+    assert [r["kind"] for r in rows] == ["stream", "gemv", "gemm", "attention_decode", "decode_step"]
+    assert all(r["seconds"] > 0 and r["spread_seconds"] >= 0 and r["reps"] == 4.0 for r in rows)
+    assert rows[-1]["n_kv_heads"] == 1.0 and rows[0]["device"].startswith("cpu")
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        assert len(load_trace(save_trace(rows, Path(d) / "t.csv"))) == len(rows)
+
+
+def test_flax_decoder_has_the_cost_model_parameter_count():
+    from calibration.transformer import Config, init
+
+    cfg = Config("t", 2, 64, 4, 2, 16, 96, 128)
+    _, params, *_ = init(cfg, 1, 8)
+    norms = sum(
+        x.size for path, x in jax.tree_util.tree_leaves_with_path(params) if "norm" in jax.tree_util.keystr(path)
+    )
+    total = sum(x.size for x in jax.tree_util.tree_leaves(params))
+    model = cm.Model(n_layers=2, d_model=64, n_heads=4, n_kv_heads=2, head_dim=16, d_ff=96, vocab=128)
+    assert total - norms == cfg.n_params == int(model.n_params)
