@@ -67,7 +67,7 @@ def _chips_needed(stored: float, info: ChipInfo, tiers: list[int]) -> float:
     # A hard placement leaves CAPACITY_MARGIN of SRAM and PIM free: size for what it uses.
     usable = [1 - SRAM_RESERVE if i == SRAM else 1 - 2 * CAPACITY_MARGIN for i in range(3)]
     per_chip = sum(float(info.chip.tiers.capacity[i]) * usable[i] for i in tiers)
-    return max(1, math.ceil(stored / per_chip * (1 + 1e-6))) if per_chip > 0 else math.inf
+    return max(1, math.ceil(stored / per_chip * (1 + 1e-6))) if per_chip > 0 and math.isfinite(stored) else math.inf
 
 
 def _layer_tensor_parallel(info: ChipInfo, workload: Workload, per_chip: float) -> int:

@@ -241,17 +241,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_LINE_BREAKS = {ord(c): repr(c)[1:-1] for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}
+"""What `str.splitlines` breaks at, mapped to its escape."""
+
+
+def _one_line(text: str) -> str:
+    """A message with line breaks a user typed (in a value it quotes) escaped: one line."""
+    return text.translate(_LINE_BREAKS)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         func: Callable[..., int] = args.func
         return func(args)
     except InputError as e:
-        print(f"costmodel: error: {e}", file=sys.stderr)
+        print(f"costmodel: error: {_one_line(str(e))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("costmodel: interrupted", file=sys.stderr)
         return 130
+    except OSError as e:  # a path the user gave cannot be read or written
+        if e.filename is None or os.environ.get("COSTMODEL_DEBUG"):
+            raise
+        print(f"costmodel: error: {e.filename}: {e.strerror or e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except Exception as e:  # noqa: BLE001 - the CLI never shows a bare traceback
         if os.environ.get("COSTMODEL_DEBUG"):
             raise

@@ -222,6 +222,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     if args.plot:
         plot_report(report, args.plot)
     if args.json:
+        from .provenance import provenance, shipped_inputs, user_files
+
+        report["provenance"] = provenance([*user_files(args.mix, args.model, args.system), *shipped_inputs()])
         print(dumps(report))
         return 0
     _print(report)

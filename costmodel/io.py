@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +50,11 @@ def load_toml(path: Path | str) -> dict[str, Any]:
 
 
 # --- field checking -------------------------------------------------------------
+
+MAX_NUMBER = 1e15
+"""Largest magnitude a number in a data file may have (in the file's own units): any
+bigger value is a unit slip, and after conversion to SI (x1e12 at most) it must still
+be finite in float32 (max 3.4e38)."""
 
 _KINDS = {
     "positive": ("a number > 0", lambda v: v > 0),
@@ -104,8 +108,8 @@ def check_table(
         else:
             kind = required.get(key) or optional[key]
             text, ok = _KINDS[kind]
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise InputError(f"{where}: field {key!r} = {value!r}: expected {text}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not abs(value) <= MAX_NUMBER:
+                raise InputError(f"{where}: field {key!r} = {value!r}: expected {text} (at most {MAX_NUMBER:g})")
             if not ok(value):
                 raise InputError(f"{where}: field {key!r} = {value!r}: expected {text}")
             out[key] = float(value)
@@ -212,15 +216,21 @@ def model_from_hf_config(path: Path | str) -> Model:
     if "text_config" in cfg and isinstance(cfg["text_config"], dict):
         cfg = {**cfg, **cfg["text_config"]}
 
+    def number(key, v):
+        # Checked before any arithmetic on it: a list or string must not reach `//`.
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not abs(v) <= MAX_NUMBER:
+            raise InputError(f"{path}: field {key!r} = {v!r}: expected a positive integer")
+        return v
+
     def need(key, *alts):
         for k in (key, *alts):
             if k in cfg and cfg[k] is not None:
-                return cfg[k]
+                return number(k, cfg[k])
         raise InputError(f"{path}: missing field {key!r} (a positive integer)")
 
     def get(key, default):
         v = cfg.get(key)
-        return default if v is None else v
+        return default if v is None else number(key, v)
 
     n_layers = need("num_hidden_layers", "n_layer", "num_layers")
     d_model = need("hidden_size", "n_embd", "d_model")
@@ -241,8 +251,8 @@ def model_from_hf_config(path: Path | str) -> Model:
         table["n_experts"] = experts
         table["top_k"] = need("num_experts_per_tok")
         if cfg.get("moe_intermediate_size"):
-            table["d_ff"] = cfg["moe_intermediate_size"]
-        shared = cfg.get("shared_expert_intermediate_size") or 0
+            table["d_ff"] = number("moe_intermediate_size", cfg["moe_intermediate_size"])
+        shared = get("shared_expert_intermediate_size", 0)
         if shared and table["d_ff"]:
             table["n_shared_experts"] = shared / table["d_ff"]
     window = cfg.get("sliding_window")
@@ -472,16 +482,25 @@ def tech_table() -> dict[str, Any]:
     return load_toml(data_dir() / "tech.toml")
 
 
+def _tech_data() -> dict[str, Any]:
+    """`tech_table()` with its sections checked to be tables."""
+    data = tech_table()
+    for section in ("nodes", "pim", "dram", "io"):
+        if not isinstance(data.get(section), dict):
+            raise InputError(f"{data_dir() / 'tech.toml'}: [{section}]: expected a table, got {data.get(section)!r}")
+    return data
+
+
 def tech_nodes() -> list[str]:
-    return sorted(tech_table()["nodes"])
+    return sorted(_tech_data()["nodes"])
 
 
 def tech_preset(node: str) -> Technology:
     """Technology constants of a process node (`data/tech.toml`), in SI units."""
     path = data_dir() / "tech.toml"
-    data = tech_table()
+    data = _tech_data()
     if node not in data["nodes"]:
-        raise InputError(f"technology node {node!r}: unknown; expected one of {sorted(data['nodes'])}")
+        raise InputError(f"technology node {node!r}: unknown; expected one of {sorted(data['nodes'])} (in {path})")
     n = check_table(
         data["nodes"][node], f"{path}: nodes.{node}", _NODE_FIELDS, strings=("name", "source"), tables=("sources",)
     )
@@ -519,6 +538,11 @@ def tech_preset(node: str) -> Technology:
 # --- scenarios ------------------------------------------------------------------
 
 
+MAX_TOKENS = 1e12
+"""Largest batch, context or prefix a scenario takes: beyond it the KV cache's bytes
+overflow float32 for the largest models."""
+
+
 def make_scenario(
     *,
     batch: float = 1,
@@ -530,8 +554,8 @@ def make_scenario(
 ) -> Scenario:
     """A `Scenario` from user-facing values, validated (formats by name)."""
     for key, value, lo in (("batch", batch, 1), ("context", context, 0), ("prefix", prefix, 0)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < lo:
-            raise InputError(f"{where}: {key} = {value!r}: expected a number >= {lo}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= MAX_TOKENS:
+            raise InputError(f"{where}: {key} = {value!r}: expected a number >= {lo} and <= {MAX_TOKENS:g}")
     if prefix > context:
         raise InputError(f"{where}: prefix = {prefix!r}: expected <= context ({context!r})")
     w = get_format(weights, f"{where}: weights")
@@ -566,6 +590,9 @@ def load_mix(path: Path | str | None = None) -> list[MixPoint]:
     """A workload mix (`data/workloads.toml` by default): points with weights."""
     path = Path(path) if path is not None else data_dir() / "workloads.toml"
     data = load_toml(path)
+    for key in data:
+        if key != "workloads":
+            raise InputError(f"{path}: unknown field {key!r}; expected only [[workloads]] tables")
     points = data.get("workloads")
     if not isinstance(points, list) or not points:
         raise InputError(f"{path}: expected a non-empty [[workloads]] array")

@@ -190,6 +190,9 @@ def run_main_job(out: str | Path = "report") -> int:
         plot_presets(report["presets"], out / "presets.png")
         task = bar.add_task("4/4 co-designing an area split for the mix", total=50)
         report["codesign"] = _codesign(out, lambda done: bar.update(task, completed=done))
+    from .provenance import provenance, shipped_inputs
+
+    report["provenance"] = provenance(shipped_inputs())
     atomic_write(out / "report.json", json.dumps(report, indent=2, default=float))
     markdown = _markdown(report)
     atomic_write(out / "report.md", markdown)

@@ -307,7 +307,8 @@ def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     out = {}
     for key, value in table.items():
         name = prefix + key
-        if isinstance(value, dict) and not ({"min", "max", "num", "scale"} & set(value)):
+        # An empty table is a value (checked, so `[base.chpi]` is reported), not a namespace.
+        if isinstance(value, dict) and value and not ({"min", "max", "num", "scale"} & set(value)):
             out.update(_flatten(value, name + "."))
         else:
             out[name] = value
@@ -951,6 +952,10 @@ def _write_atomic(table, path: Path) -> None:
 
 def _manifest(sweep: Sweep) -> dict[str, Any]:
     from . import __version__
+    from .provenance import provenance, shipped_inputs, user_files
+
+    spec = sweep.spec
+    own = [v for n in ("model", "chip") for v in sweep.choices[n] if Path(v).suffix in (".json", ".toml")]
 
     return {
         "format": FORMAT,
@@ -960,6 +965,7 @@ def _manifest(sweep: Sweep) -> dict[str, Any]:
         "n_chunks": sweep.n_chunks,
         "spec": sweep.spec.raw,
         "costmodel_version": __version__,
+        "provenance": provenance([*user_files(spec.source, *own), *shipped_inputs()]),
     }
 
 
@@ -975,6 +981,12 @@ def read_manifest(out: Path | str) -> dict[str, Any]:
         raise InputError(
             f"{path}: field 'format' = {data.get('format') if isinstance(data, dict) else data!r}: expected {FORMAT!r}"
         )
+    for key, lo in (("n_configs", 1), ("chunk", 1), ("n_chunks", 1)):
+        v = data.get(key)
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise InputError(f"{path}: field {key!r} = {v!r}: expected a whole number >= {lo}")
+    if not isinstance(data.get("spec"), dict) or not isinstance(data["spec"].get("axes", {}), dict):
+        raise InputError(f"{path}: field 'spec' = {data.get('spec')!r}: expected the sweep spec's table")
     return data
 
 

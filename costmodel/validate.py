@@ -83,6 +83,14 @@ class Framework:
     source: str
 
 
+def _only(data: dict[str, Any], section: str, path: Path) -> Any:
+    """`data[section]`, reporting any other top-level key as a typo."""
+    for key in data:
+        if key != section:
+            raise InputError(f"{path}: unknown field {key!r}; expected only the {section!r} section")
+    return data.get(section)
+
+
 def frameworks_path() -> Path:
     return data_dir() / "frameworks.toml"
 
@@ -90,7 +98,7 @@ def frameworks_path() -> Path:
 def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
     """All framework profiles, validated."""
     path = Path(path) if path is not None else frameworks_path()
-    data = load_toml(path).get("frameworks")
+    data = _only(load_toml(path), "frameworks", path)
     if not isinstance(data, dict) or not data:
         raise InputError(f"{path}: expected a non-empty [frameworks] table")
     out = {}
@@ -215,7 +223,7 @@ def measurements_path() -> Path:
 def load_rows(path: Path | str | None = None) -> list[Row]:
     """The measurement table, validated (every row has a source and known presets)."""
     path = Path(path) if path is not None else measurements_path()
-    rows = load_toml(path).get("rows")
+    rows = _only(load_toml(path), "rows", path)
     if not isinstance(rows, list) or not rows:
         raise InputError(f"{path}: expected a non-empty [[rows]] array")
     out: list[Row] = []
