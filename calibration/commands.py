@@ -6,7 +6,7 @@ import os
 import shlex
 import sys
 
-from costmodel.io import InputError
+from costmodel.io import InputError, atomic_write
 
 
 def add_commands(sub) -> None:
@@ -128,7 +128,8 @@ def cmd_calibrate(args) -> int:
     command = command or f"costmodel calibrate {' '.join(args.traces)} --out {args.out}"
     device = rows[0]["device"].split(",")[0] or "device"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(chip_toml(fit, result, command, [Path(t).as_posix() for t in args.traces], device, _memory_gb()))
+    text = chip_toml(fit, result, command, [Path(t).as_posix() for t in args.traces], device, _memory_gb())
+    atomic_write(out, text)
     plots = Path(args.plots) if args.plots else out.with_suffix("")
     result["plots"] = [str(p) for p in residual_plots(predictions, plots, f"{device}: {result['status']}")]
     result["chip_file"] = str(out)

@@ -80,11 +80,16 @@ def _num(rec: dict, key: str, where: str, positive: bool = False) -> float:
     v = rec[key]
     try:
         x = float(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise InputError(f"{where}: field {key!r} = {v!r}: expected a number") from None
     if not math.isfinite(x) or x < 0 or (positive and x == 0):
         raise InputError(f"{where}: field {key!r} = {v!r}: expected a number {'> 0' if positive else '>= 0'}")
     return x
+
+
+def _mean_of(values: list, key: str, where: str) -> float:
+    """Mean of a list of token counts, each checked like a field."""
+    return sum(_num({key: v}, key, f"{where}: {key}[{i}]") for i, v in enumerate(values)) / len(values)
 
 
 def _read_json_records(path: Path) -> list:
@@ -92,6 +97,8 @@ def _read_json_records(path: Path) -> list:
         text = path.read_text()
     except FileNotFoundError:
         raise InputError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a folder, expected a JSON file") from None
     except UnicodeDecodeError:
         raise InputError(f"{path}: not a UTF-8 text file") from None
     if not text.strip():
@@ -127,6 +134,12 @@ def import_llama_bench(path, model: str, weights: str | None = None, kv: str | N
                 records = list(csv.DictReader(f))
         except FileNotFoundError:
             raise InputError(f"{path}: file not found") from None
+        except IsADirectoryError:
+            raise InputError(f"{path}: is a folder, expected a llama-bench CSV file") from None
+        except UnicodeDecodeError:
+            raise InputError(f"{path}: not a UTF-8 text file") from None
+        except csv.Error as e:
+            raise InputError(f"{path}: not a valid CSV file ({e})") from None
         lines = [i + 2 for i in range(len(records))]
     else:
         records = _read_json_records(path)
@@ -194,11 +207,11 @@ def import_vllm(path, model: str, weights: str = "bf16", kv: str | None = None, 
         conc = rec.get("max_concurrency")
         batch = float(conc) if isinstance(conc, (int, float)) and conc > 0 else _num(rec, "num_prompts", where, True)
         if isinstance(rec.get("input_lens"), list) and rec["input_lens"]:
-            mean_in = sum(rec["input_lens"]) / len(rec["input_lens"])
+            mean_in = _mean_of(rec["input_lens"], "input_lens", where)
         else:
             mean_in = _num(rec, "total_input_tokens", where) / completed
         if isinstance(rec.get("output_lens"), list) and rec["output_lens"]:
-            mean_out = sum(rec["output_lens"]) / len(rec["output_lens"])
+            mean_out = _mean_of(rec["output_lens"], "output_lens", where)
         else:
             mean_out = _num(rec, "total_output_tokens", where) / completed
         std = _num(rec, "std_tpot_ms", where) if "std_tpot_ms" in rec else 0.0

@@ -34,6 +34,7 @@ Cells a kind does not use are left empty. Loading validates every row and raises
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 from costmodel.io import InputError, formats
@@ -201,6 +202,10 @@ def load_trace(path: Path | str) -> list[dict]:
     for col in COMMON:
         if col not in header:
             raise InputError(f"{path}: line 1: missing column {col!r}; a trace needs {list(COMMON)}")
+    for col in header:
+        if col not in COLUMNS:
+            # A misspelt optional column must not silently fall back to its default.
+            raise InputError(f"{path}: line 1: unknown column {col!r}; expected columns from {list(COLUMNS)}")
     if not rows:
         raise InputError(f"{path}: no rows: expected at least one measured point after the header")
     known = set(formats())
@@ -222,9 +227,22 @@ def load_traces(paths) -> list[dict]:
 
 
 def save_trace(rows: list[dict], path: Path | str) -> Path:
-    """Writes rows to a `.csv` or `.parquet` trace (columns in `COLUMNS` order)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Writes rows to a `.csv` or `.parquet` trace (columns in `COLUMNS` order),
+    atomically: to a temporary file, then renamed over `path`."""
+    final = Path(path)
+    if final.suffix.lower() not in (".parquet", ".pq", ".csv"):
+        raise InputError(f"{final}: unknown trace file type {final.suffix!r}: expected .csv or .parquet")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    path = final.with_name(final.name + ".tmp" + final.suffix)
+    try:
+        _write_trace(rows, path)
+        os.replace(path, final)
+    finally:
+        path.unlink(missing_ok=True)
+    return final
+
+
+def _write_trace(rows: list[dict], path: Path) -> None:
     table = [{c: r.get(c, None) for c in COLUMNS} for r in rows]
     if path.suffix.lower() in (".parquet", ".pq"):
         import pyarrow as pa
@@ -250,4 +268,3 @@ def save_trace(rows: list[dict], path: Path | str) -> Path:
                 )
     else:
         raise InputError(f"{path}: unknown trace file type {path.suffix!r}: expected .csv or .parquet")
-    return path

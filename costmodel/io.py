@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,18 @@ def load_toml(path: Path | str) -> dict[str, Any]:
         raise InputError(f"{path}: not valid TOML ({e})") from None
     except UnicodeDecodeError:
         raise InputError(f"{path}: not a UTF-8 text file") from None
+
+
+def atomic_write(path: Path | str, text: str) -> None:
+    """Writes `text` to `path` through a temporary file and a rename, so that an
+    interruption never leaves a partial file behind."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 # --- field checking -------------------------------------------------------------

@@ -11,21 +11,13 @@ and write a report folder: `report.json`, `report.md` and PNG figures.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .api import evaluate
-from .io import InputError, chip_presets, data_dir, load_mix
+from .io import InputError, atomic_write, chip_presets, data_dir, load_mix
 from .report import cost_record, si
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Writes `text` to `path` through a temporary file and a rename (never a partial file)."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def evaluate_presets_on_mix(progress: Callable[[], None] | None = None) -> list[dict]:

@@ -74,7 +74,7 @@ from ._placement import CAPACITY_MARGIN, POLICIES
 from ._traffic import lower_traffic
 from ._workload import PRECISIONS, Model, Scenario, Workload
 from .api import _ALL_TIERS, _FAST_TIERS, MAX_TENSOR_PARALLEL, SRAM_RESERVE, system_placement
-from .io import InputError, chip_info, formats, load_model, load_toml, tech_nodes, tech_preset
+from .io import InputError, atomic_write, chip_info, formats, load_model, load_toml, tech_nodes, tech_preset
 
 
 FORMAT = "costmodel-sweep/1"
@@ -1101,9 +1101,7 @@ def run_sweep(
     out.mkdir(parents=True, exist_ok=True)
     _check_manifest(out, mine)
     path = out / MANIFEST
-    tmp = path.with_name(f".{MANIFEST}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(mine, indent=1, sort_keys=True, default=str))
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(mine, indent=1, sort_keys=True, default=str))
 
     index = jax.process_index() if process_index is None else process_index
     count = jax.process_count() if process_count is None else process_count

@@ -400,7 +400,7 @@ def test_trace_csv_fuzz(data):
 
 
 _CALIBRATION_BUGS = {
-    # Found by the fuzzing above and by hand; to be fixed in calibration/ (not owned here).
+    # Found by the fuzzing above and by hand, then fixed in calibration/: regressions.
     "vllm input_lens of text": ("vllm.json", lambda: json.dumps({**_vllm_base(), "input_lens": ["a"]})),
     "vllm output_lens with null": ("vllm.json", lambda: json.dumps({**_vllm_base(), "output_lens": [None]})),
     "vllm input_lens inf": ("vllm.json", lambda: json.dumps({**_vllm_base(), "input_lens": [1e400]})),
@@ -414,7 +414,6 @@ _CALIBRATION_BUGS = {
 
 
 @needs_calibration
-@pytest.mark.xfail(reason="calibration/ bugs reported to its owner (see RELIABILITY.md)", strict=False)
 @pytest.mark.parametrize("bug", sorted(_CALIBRATION_BUGS))
 def test_known_calibration_input_bugs(bug):
     name, content = _CALIBRATION_BUGS[bug]
