@@ -144,8 +144,9 @@ def policy_placement(policy: str, traffic: Traffic, chip: Chip) -> PlacementMatr
     count = jnp.ceil(traffic.count)
     is_kv = jnp.asarray(IS_KV)
     if policy == "dram":
-        start = jnp.full(count.shape, DRAM)
-    elif policy == "pim_kv":
+        # Nothing in SRAM or PIM, so nothing to repair (and no sort to pay for).
+        return jnp.broadcast_to(jax.nn.one_hot(DRAM, len(TIERS), dtype=count.dtype), (len(IS_KV), len(TIERS)))
+    if policy == "pim_kv":
         start = jnp.where(is_kv, PIM, DRAM)
     elif policy == "pim":
         start = jnp.full(count.shape, PIM)
