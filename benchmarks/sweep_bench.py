@@ -9,9 +9,14 @@ Two modes:
 on an H100-like chip; batch, context, HBM bandwidth and 16-bit FLOP/s drawn by Latin
 hypercube) three ways, side by side in one run, in interleaved rounds (medians):
 
-1. the sweep: one `jit(vmap(...))` call per chunk, sharded over one CPU device per
-   core (compile time excluded; the configs are generated on the host inside the
-   timed loop), and the same end to end through `run_sweep` with Parquet writing;
+1. the sweep: one compiled call per chunk, sharded over one CPU device per core,
+   that generates the chunk's configs from its first index and evaluates them
+   (compile time excluded), and the same end to end through `run_sweep` with Parquet
+   writing. For comparison, in the same rounds: the same program compiled with XLA's
+   default CPU options (YNNPACK fusions on, `sweep_ynn`), and the previous design
+   (`sweep_host_numpy`: configs drawn by a numpy Latin hypercube on the host, padded,
+   `device_put` and evaluated by `jit(vmap(...))`, default XLA options; kept here only
+   for this comparison; it draws other configs of the same distribution);
 2. a per-config Python loop over the same configs: the sweep's own config function
    jitted without `vmap` (`Sweep.single`), and `costmodel.evaluate_policy` with the
    workload and chip pytrees built per config (what a user would write);
@@ -49,7 +54,6 @@ import jax
 if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
     jax.config.update("jax_num_cpu_devices", os.cpu_count() or 1)
 
-import jax.numpy as jnp
 import numpy as np
 
 import costmodel as cm
@@ -88,29 +92,67 @@ print(json.dumps(out))
 """
 
 
-def _evict_without_sort(blocks, tier, dest, traffic, chip, value):
-    """`costmodel._placement._evict` with ranks from pairwise comparisons instead of
-    argsort + cumsum + scatter: the bytes of the classes more valuable than class i are
-    a masked sum, which XLA vectorises over a batch (a sort of 7 runs as a scalar loop
-    per row on CPU). A proposal for the core, measured here; same rule, same order of
-    ties (lower class index first)."""
-    from costmodel import _placement as P
+class HostNumpySweep:
+    """The sweep as it was before configs moved into the program (for comparison only).
 
-    per_block = P._blocks_per_chip(traffic, chip)
-    budget = chip.tiers.capacity[tier] * (1 - P.CAPACITY_MARGIN)
-    held = blocks[:, tier]
-    held_bytes = held * per_block
-    n = value.shape[-1]
-    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
-    # ahead[i, j]: class j is kept before class i (more valuable, or as valuable and first).
-    ahead = (value[None, :] > value[:, None]) | ((value[None, :] == value[:, None]) & (j < i))
-    before = jnp.sum(jnp.where(ahead, held_bytes[None, :], 0.0), axis=-1)
-    allowed = jnp.clip(budget - before, 0.0, held_bytes)
-    safe_pb = jnp.where(per_block > 0, per_block, 1.0)
-    keep = jnp.where(per_block > 0, jnp.minimum(jnp.floor(allowed / safe_pb), held), held)
-    evicted = held - keep
-    blocks = blocks.at[:, tier].add(-evicted)
-    return blocks + evicted[:, None] * jax.nn.one_hot(dest, len(cm.TIERS), dtype=blocks.dtype)
+    A numpy Latin hypercube on the host (a keyed uint64 Feistel permutation with
+    splitmix64 rounds, cycle-walked), padded to the chunk, `device_put` over the mesh
+    and evaluated by `jit(vmap(Sweep._row))` with default XLA options.
+    """
+
+    M1, M2, GOLD = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB), np.uint64(0x9E3779B97F4A7C15)
+
+    def __init__(self, sweep: sw.Sweep):
+        self.sweep, self.chunk = sweep, sweep.chunk
+        self.program = jax.jit(jax.vmap(sweep._row), in_shardings=sweep.sharding, out_shardings=sweep.sharding)
+
+    def _mix(self, x):
+        x = np.asarray(x, dtype=np.uint64)
+        x = (x ^ (x >> np.uint64(30))) * self.M1
+        x = (x ^ (x >> np.uint64(27))) * self.M2
+        return x ^ (x >> np.uint64(31))
+
+    def _key(self, *parts):
+        h = np.zeros(1, dtype=np.uint64)
+        for p in parts:
+            h = self._mix(h ^ (np.asarray([p], dtype=np.uint64) + self.GOLD))
+        return h
+
+    def _permute(self, index, n, key):
+        half = max(1, -(-((n - 1).bit_length()) // 2))
+        mask, shift = np.uint64((1 << half) - 1), np.uint64(half)
+        rounds = [self._mix(key ^ np.uint64(r + 1)) for r in range(4)]
+
+        def once(x):
+            left, right = x >> shift, x & mask
+            for k in rounds:
+                left, right = right, left ^ (self._mix(right ^ k) & mask)
+            return (left << shift) | right
+
+        y = once(np.asarray(index, dtype=np.uint64))
+        bad = y >= np.uint64(n)
+        while bad.any():
+            y[bad] = once(y[bad])
+            bad = y >= np.uint64(n)
+        return y.astype(np.int64)
+
+    def configs(self, start, stop):
+        spec, n = self.sweep.spec, self.sweep.n_configs
+        index = np.arange(start, stop, dtype=np.int64)
+        out = {}
+        for dim, axis in enumerate(spec.axes):
+            stratum = self._permute(index, n, self._key(spec.seed, dim, 1))
+            bits = self._mix(index.astype(np.uint64) * self.GOLD ^ self._key(spec.seed, dim, 2)) >> np.uint64(11)
+            u = (stratum + bits.astype(np.float64) * 2.0**-53) / n
+            lo, hi = np.log(axis.low), np.log(axis.high)  # the benchmark spec: log ranges only
+            out[axis.name] = np.exp(lo + u * (hi - lo))
+        return out
+
+    def dispatch(self, start, stop):
+        host = self.configs(start, stop)
+        pad = self.sweep.padded - (stop - start)
+        inputs = {k: np.pad(v.astype(np.float32), (0, pad), mode="edge") for k, v in host.items()}
+        return host, self.program(jax.device_put(inputs, self.sweep.sharding))
 
 
 def peak_rss_mb() -> float:
@@ -126,13 +168,14 @@ def proc_status() -> dict[str, float]:
     return out
 
 
-def time_sweep_chunks(sweep: sw.Sweep, n: int) -> float:
-    """Configs/s of the compiled program over configs [0, n), host generation included."""
+def time_sweep_chunks(sweep, n: int) -> float:
+    """Configs/s of the chunk calls over configs [0, n), config generation included
+    (one chunk in flight while the next is dispatched)."""
     t0 = time.perf_counter()
     pending = None
     for k in range(-(-n // sweep.chunk)):
         start, stop = k * sweep.chunk, min((k + 1) * sweep.chunk, n)
-        _, res = sweep.dispatch(start, stop)
+        res = sweep.dispatch(start, stop)
         if pending is not None:
             jax.block_until_ready(pending)
         pending = res
@@ -142,7 +185,7 @@ def time_sweep_chunks(sweep: sw.Sweep, n: int) -> float:
 
 def time_single_loop(sweep: sw.Sweep, configs: dict[str, np.ndarray], m: int) -> float:
     """Configs/s of the same config function, jitted, called once per config."""
-    rows = [{"_row": np.int32(0), **{k: np.float32(v[i]) for k, v in configs.items()}} for i in range(m)]
+    rows = [{k: np.float32(v[i]) for k, v in configs.items()} for i in range(m)]
     jax.block_until_ready(sweep.single(rows[0]))  # compile outside the timing
     t0 = time.perf_counter()
     for r in rows:
@@ -158,13 +201,7 @@ def time_evaluate_loop(configs: dict[str, np.ndarray], m: int) -> float:
     def one(i):
         w = cm.Workload(model, cm.Scenario(batch=configs["batch"][i], context=configs["context"][i]))
         tiers = base.tiers
-        tiers = type(tiers)(
-            tiers.capacity,
-            tiers.bandwidth.at[2].set(configs["chip.tiers.bandwidth.dram"][i]),
-            tiers.latency,
-            tiers.energy_per_byte,
-            tiers.efficiency,
-        )
+        tiers = tiers.replace(bandwidth=tiers.bandwidth.at[2].set(configs["chip.tiers.bandwidth.dram"][i]))
         chip = base.replace(tiers=tiers, peak_flops=base.peak_flops.at[1].set(configs["chip.peak_flops.16"][i]))
         cost, _ = cm.evaluate_policy(w, chip, "dram")
         return float(cost.seconds_per_step)
@@ -193,6 +230,7 @@ def time_peer(python: str, configs: dict[str, np.ndarray], m: int, rounds: int) 
 
 
 def speed(args) -> dict:
+    load_before = list(os.getloadavg())
     spec = sw.load_spec(SPEC)
     spec = dataclasses.replace(spec, samples=args.n)
     sweep = sw.cached_sweep(spec, args.chunk)
@@ -202,24 +240,19 @@ def speed(args) -> dict:
     configs = sweep.configs(0, args.loop)
     feasible = sweep.table(0, min(sweep.chunk, args.n)).column("feasible").to_numpy().mean()
     have_peer = Path(args.peer_python).exists()
-    # The same sweep with the sort-free eviction proposed for the core (traced after
-    # the patch, so it is a separate program); its results are compared below.
-    from costmodel import _placement
-
-    original = _placement._evict
-    _placement._evict = _evict_without_sort
-    try:
-        proposed = sw.Sweep(spec, args.chunk)
-        jax.block_until_ready(proposed.dispatch(0, min(sweep.chunk, args.n))[1])
-    finally:
-        _placement._evict = original
-    a, b = sweep.table(0, sweep.chunk).to_pandas(), proposed.table(0, sweep.chunk).to_pandas()
+    # The same program with XLA's default CPU options (YNNPACK fusions on).
+    ynn = sw.Sweep(spec, args.chunk, compiler_options={})
+    jax.block_until_ready(ynn.dispatch(0, min(sweep.chunk, args.n)))
+    a, b = sweep.table(0, sweep.chunk).to_pandas(), ynn.table(0, sweep.chunk).to_pandas()
     cols = list(sw.RESULTS)
     rel = np.nanmax(np.abs(a[cols].to_numpy() - b[cols].to_numpy()) / np.maximum(np.abs(a[cols].to_numpy()), 1e-30))
     same_flags = bool((a.feasible == b.feasible).all() and (a.bound == b.bound).all())
+    host_numpy = HostNumpySweep(sweep)
+    jax.block_until_ready(host_numpy.dispatch(0, min(sweep.chunk, args.n))[1])
     res: dict[str, list[float]] = {
         "sweep": [],
-        "sweep_sortfree_evict": [],
+        "sweep_ynn": [],
+        "sweep_host_numpy": [],
         "sweep_parquet": [],
         "single": [],
         "evaluate": [],
@@ -228,7 +261,8 @@ def speed(args) -> dict:
     peer_ok = None
     for rnd in range(args.rounds):
         res["sweep"].append(time_sweep_chunks(sweep, args.n))
-        res["sweep_sortfree_evict"].append(time_sweep_chunks(proposed, args.n))
+        res["sweep_ynn"].append(time_sweep_chunks(ynn, args.n))
+        res["sweep_host_numpy"].append(time_sweep_chunks(host_numpy, args.n))
         with tempfile.TemporaryDirectory() as d:
             stats = sw.run_sweep(spec, d, chunk=args.chunk)
             res["sweep_parquet"].append(stats.configs_per_second)
@@ -250,8 +284,13 @@ def speed(args) -> dict:
         "feasible_fraction_first_chunk": float(feasible),
         "median_configs_per_second": med,
         "rounds": res,
-        "sortfree_evict_max_rel_diff": float(rel),
-        "sortfree_evict_same_feasible_and_bound": same_flags,
+        "ynn_max_rel_diff": float(rel),
+        "ynn_same_feasible_and_bound": same_flags,
+        "ratio_sweep_vs_ynn": med["sweep"] / med["sweep_ynn"],
+        "ratio_sweep_vs_host_numpy": med["sweep"] / med["sweep_host_numpy"],
+        "xla_options": sw.COMPILER_OPTIONS,
+        "load_average_before": load_before,
+        "load_average_after": list(os.getloadavg()),
         "ratio_sweep_vs_single_loop": med["sweep"] / med["single"],
         "ratio_sweep_vs_evaluate_loop": med["sweep"] / med["evaluate"],
         "peak_rss_mb": peak_rss_mb(),
@@ -260,7 +299,7 @@ def speed(args) -> dict:
     if "peer" in med:
         summary["ratio_sweep_vs_peer"] = med["sweep"] / med["peer"]
         summary["ratio_sweep_parquet_vs_peer"] = med["sweep_parquet"] / med["peer"]
-        summary["ratio_sweep_sortfree_evict_vs_peer"] = med["sweep_sortfree_evict"] / med["peer"]
+        summary["ratio_sweep_host_numpy_vs_peer"] = med["sweep_host_numpy"] / med["peer"]
         summary["peer"] = (
             "llm-analysis "
             + subprocess.run(

@@ -8,12 +8,17 @@ hypercube sampling from a seed. Either way config `i` is a pure function of the 
 and `i`, so any range of configs can be generated on its own: chunks need no shared
 state, which is what makes resuming and splitting across hosts exact.
 
-Each chunk of configs is evaluated by one `jax.jit(jax.vmap(...))` program, compiled
-once (the last chunk is padded to the same shape) and sharded over the local devices
-along a 1-D mesh. Each finished chunk is written to Parquet under a temporary name and
-renamed into place, so a folder only ever holds whole chunks; `resume=True` skips the
-chunks already there and the final table is identical, row for row, to an
-uninterrupted run.
+Each chunk of configs is one call of one compiled program whose only input is the
+chunk's first config index: it is sharded over the local devices along a 1-D mesh
+(`jax.shard_map`), and each device generates its slice's configs from their indices
+(grid: uint32 div/mod; Latin hypercube: a keyed uint32 Feistel permutation and hash,
+float32 values) and evaluates them with `jax.vmap` of the config function. It is
+compiled once (the last chunk is padded to the same shape, repeating the last config).
+Indices are uint32, so a sweep has at most `MAX_CONFIGS` (2**32 - 1) configs.
+
+Each finished chunk is written to Parquet under a temporary name and renamed into
+place, so a folder only ever holds whole chunks; `resume=True` skips the chunks
+already there and the final table is identical, row for row, to an uninterrupted run.
 
 Multi-host: under `jax.distributed`, process `p` of `P` evaluates the contiguous range
 of chunks `[n_chunks * p // P, n_chunks * (p + 1) // P)` on its own local devices
@@ -77,7 +82,11 @@ from .api import _ALL_TIERS, _FAST_TIERS, MAX_TENSOR_PARALLEL, SRAM_RESERVE, sys
 from .io import InputError, atomic_write, chip_info, formats, load_model, load_toml, tech_nodes, tech_preset
 
 
-FORMAT = "costmodel-sweep/1"
+FORMAT = "costmodel-sweep/2"
+"""Version 2: configs generated inside the compiled program (uint32 Feistel and hash,
+float32 values); version 1 drew them on the host (numpy, uint64) and its configs differ,
+so a version-1 folder can be read (`pareto`) but not resumed or rewritten."""
+_READABLE = ("costmodel-sweep/1", FORMAT)
 MANIFEST = "sweep.json"
 DEFAULT_CHUNK = 16384
 """Configs per compiled call: small enough that a chunk's intermediates stay in the
@@ -164,6 +173,8 @@ def _chip_fields() -> dict[str, tuple[tuple[str, ...], int | None, str]]:
     kinds = {
         "efficiency": "fraction",
         "compute_efficiency": "fraction",
+        "attention_efficiency": "fraction",
+        "compute_feed": "fraction",
         "overlap": "overlap",
         "pim_serial": "unit",
         "power_cap": "positive",
@@ -442,6 +453,10 @@ def parse_spec(raw: dict[str, Any], source: str = "<spec>") -> SweepSpec:
         if "samples" not in sweep:
             raise InputError(f"{where}: missing field 'samples' (configs to draw, a whole number >= 1)")
         samples = whole("samples", 0, 1)
+        if samples > MAX_CONFIGS:
+            raise InputError(
+                f"{where}: field 'samples' = {samples!r}: expected at most {MAX_CONFIGS} (2**32 - 1; config indices are 32-bit)"
+            )
     else:
         if "samples" in sweep:
             raise InputError(f"{where}: field 'samples' = {sweep['samples']!r}: only for sampling = 'random'")
@@ -492,8 +507,11 @@ def parse_spec(raw: dict[str, Any], source: str = "<spec>") -> SweepSpec:
         source=source,
         raw=raw,
     )
-    if spec.n_configs > 2**62:
-        raise InputError(f"{source}: [axes]: {spec.n_configs} configs: expected at most 2**62")
+    if spec.n_configs > MAX_CONFIGS:
+        raise InputError(
+            f"{source}: [axes]: {spec.n_configs} configs (the product of the axes' lengths): "
+            f"expected at most {MAX_CONFIGS} (2**32 - 1; config indices are 32-bit)"
+        )
     return spec
 
 
@@ -516,72 +534,121 @@ def data_sweeps() -> Path:
     return data_dir() / "sweeps"
 
 
-# --- sampling ----------------------------------------------------------------------
+# --- sampling (inside the compiled program, in uint32) --------------------------------
 
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
-_GOLD = np.uint64(0x9E3779B97F4A7C15)
-
-
-def _mix(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser: a bijective hash of uint64 arrays (wraps mod 2**64)."""
-    x = np.asarray(x, dtype=np.uint64)
-    x = (x ^ (x >> np.uint64(30))) * _M1
-    x = (x ^ (x >> np.uint64(27))) * _M2
-    return x ^ (x >> np.uint64(31))
+MAX_CONFIGS = 2**32 - 1
+"""Most configs a sweep may have: config indices are uint32 inside the program (JAX
+runs without 64-bit integers)."""
 
 
-def _key(*parts: int) -> np.ndarray:
-    h = np.zeros(1, dtype=np.uint64)
-    for p in parts:
-        h = _mix(h ^ (np.asarray([p], dtype=np.uint64) + _GOLD))
-    return h
+def _key(*parts: int) -> int:
+    """A 32-bit key from integers (seed, dimension, purpose, round), on the host."""
+    return int.from_bytes(hashlib.sha256(json.dumps(parts).encode()).digest()[:4], "little")
 
 
-def permute(index: np.ndarray, n: int, key: np.ndarray) -> np.ndarray:
-    """A keyed pseudo-random permutation of `[0, n)`, evaluated at `index`.
+def _hash32(x: jax.Array) -> jax.Array:
+    """`lowbias32` (C. Wellons' 32-bit integer hash): a bijection of uint32, wrapping."""
+    x = x ^ (x >> 16)
+    x = x * jnp.uint32(0x7FEB352D)
+    x = x ^ (x >> 15)
+    x = x * jnp.uint32(0x846CA68B)
+    return x ^ (x >> 16)
 
-    A 4-round Feistel network on the smallest even power of two >= n, cycle-walked
-    back into `[0, n)`: a bijection computed per index, so any slice of a permutation
-    of 10^9 items costs only its own length in memory.
+
+def _bits(n: int) -> int:
+    """Bits that hold every index of `[0, n)` (0 for n = 1); exact integer arithmetic."""
+    return (n - 1).bit_length()
+
+
+def _radices(n: int) -> tuple[int, int]:
+    """(a, b): the smallest `a >= sqrt(n)` and `b = ceil(n / a)`, so `n <= a * b < n + a`."""
+    a = max(1, math.isqrt(n - 1) + 1) if n > 1 else 1
+    return a, -(-n // a)
+
+
+def permute(index: jax.Array, n: int, keys: jax.Array | Sequence[int]) -> jax.Array:
+    """Keyed pseudo-random permutations of `[0, n)`, evaluated at `index` (uint32).
+
+    A 4-round alternating Feistel network with modular addition (as format-preserving
+    encryption's FFX A2) on `[0, a * b)`, `a * b` just above `n` (`_radices`): a round
+    maps the pair `(left, right) = (x // b, x % b)` in `[0, a) x [0, b)` to `(right,
+    (left + F(right)) % a)` in `[0, b) x [0, a)` (then `a` and `b` swap roles; after
+    the 4th the pair is back in `[0, a) x [0, b)`), with `F` the round key mixed by
+    `_hash32` and scaled into `[0, a)`. It is cycle-walked back into `[0, n)` (an
+    index that lands outside is permuted again until it lands inside, which keeps it a
+    bijection), which is rarely needed: at most `a - 1 < sqrt(n)` of the `a * b`
+    indices lie outside. Computed per index, so any slice of a permutation of 10^9
+    items costs only its own length. Traceable.
+
+    Args:
+        index: uint32 indices in `[0, n)`, shape `(..., m)`.
+        n: the permuted range, `1 <= n <= MAX_CONFIGS`.
+        keys: one 32-bit key per permutation, shape `index.shape[:-1]` (e.g. one per
+            dimension of a Latin hypercube, with `index` of shape `(dims, m)`).
+
+    Examples:
+        >>> import numpy as np, costmodel.sweep as sw
+        >>> sorted(np.asarray(sw.permute(np.arange(10, dtype=np.uint32), 10, 3)).tolist())
+        [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
     """
-    half = max(1, math.ceil(math.log2(max(n, 2)) / 2))
-    mask = np.uint64((1 << half) - 1)
-    shift = np.uint64(half)
-    rounds = [_mix(key ^ np.uint64(r + 1)) for r in range(4)]
+    assert 1 <= n <= MAX_CONFIGS, n
+    x = jnp.asarray(index, jnp.uint32)
+    keys = np.asarray(keys, np.uint64).astype(np.uint32)
+    assert keys.shape == x.shape[:-1], (keys.shape, x.shape)
+    rounds = [
+        jnp.asarray(np.vectorize(lambda k, r=r: _key(int(k), r), otypes=[np.uint32])(keys))[..., None] for r in range(4)
+    ]
+    a, b = _radices(n)
 
     def once(x):
-        left, right = x >> shift, x & mask
-        for k in rounds:
-            left, right = right, left ^ (_mix(right ^ k) & mask)
-        return (left << shift) | right
+        # The state is the pair (x // b, x % b); a round maps (left, right) in [0, a) x [0, b)
+        # to (right, (left + F(right)) % a) in [0, b) x [0, a): no division inside.
+        left, right = x // jnp.uint32(b), x % jnp.uint32(b)
+        for r, k in enumerate(rounds):
+            ra = jnp.uint32(a if r % 2 == 0 else b)
+            f = ((_hash32(right ^ k) >> 16) * ra) >> 16  # in [0, ra): ra <= 2**16
+            mixed = left + f
+            left, right = right, jnp.where(mixed >= ra, mixed - ra, mixed)
+        return left * jnp.uint32(b) + right
 
-    y = once(np.asarray(index, dtype=np.uint64))
-    big = np.uint64(n)
-    bad = y >= big
-    while bad.any():
-        y[bad] = once(y[bad])
-        bad = y >= big
-    return y.astype(np.int64)
-
-
-def _uniform(index: np.ndarray, key: np.ndarray) -> np.ndarray:
-    """A uniform [0, 1) per index, keyed: the same for an index in any chunk."""
-    bits = _mix(np.asarray(index, dtype=np.uint64) * _GOLD ^ key) >> np.uint64(11)
-    return bits.astype(np.float64) * 2.0**-53
+    y = once(x)
+    if a * b > n:
+        top = jnp.uint32(n)
+        y = jax.lax.while_loop(lambda y: jnp.any(y >= top), lambda y: jnp.where(y >= top, once(y), y), y)
+    return y
 
 
-def latin_hypercube(index: np.ndarray, n: int, dim: int, seed: int) -> np.ndarray:
-    """Coordinate `dim` of points `index` of an `n`-point Latin hypercube in [0, 1).
+def latin_hypercube(index: jax.Array, n: int, dims: int, seed: int) -> jax.Array:
+    """Points `index` of an `n`-point Latin hypercube in [0, 1)**dims, shape `(dims, m)`.
 
     Along every dimension each of the `n` strata `[k/n, (k+1)/n)` holds exactly one
-    point; strata are paired across dimensions by independent keyed permutations.
+    point: `k` is `permute(index, n, _key(seed, dim, 1))`, an independent keyed
+    permutation per dimension; the point's place inside its stratum is a keyed hash of
+    `index`. Float32: the jitter has `24 - bits(n - 1)` bits (none past 2**24 points),
+    so `k + jitter` is exact and below `k + 1`; the division by `n` rounds to float32.
+    The same point whatever chunk `index` comes in (each point is its own function).
     """
-    stratum = permute(index, n, _key(seed, dim, 1))
-    return (stratum + _uniform(index, _key(seed, dim, 2))) / n
+    index = jnp.asarray(index, jnp.uint32)
+    at = jnp.broadcast_to(index[None, :], (dims, index.shape[0]))
+    stratum = permute(at, n, [_key(seed, d, 1) for d in range(dims)])
+    # Through int32 where the value fits: x86 has no vector uint32 -> float32 conversion.
+    x = (stratum.astype(jnp.int32) if n <= 2**31 else stratum).astype(jnp.float32)
+    q = max(0, 24 - _bits(n))
+    if q:
+        jitter_keys = jnp.asarray(np.array([_key(seed, d, 2) for d in range(dims)], np.uint32))[:, None]
+        h = _hash32(at ^ jitter_keys)
+        x = x + (h >> (32 - q)).astype(jnp.int32).astype(jnp.float32) * jnp.float32(2.0**-q)
+    return jnp.minimum(x / jnp.float32(n), jnp.float32(1 - 2**-24))
 
 
 # --- the compiled program ---------------------------------------------------------
+
+COMPILER_OPTIONS: dict[str, Any] = {"xla_cpu_experimental_ynn_fusion_type": ""}
+"""XLA options of the sweep's programs: no YNNPACK fusions on the CPU. By default XLA
+hands the config function's small reductions and elementwise ops (over 7 block
+classes and 3 tiers, batched) to YNNPACK, which made the chunk program about 1.5x
+slower on this 2-core CPU (`sweep_ynn` in `benchmarks/sweep_bench.py`). A CPU option:
+other backends ignore it."""
 
 
 def _stack(trees: Sequence[Any]) -> Any:
@@ -610,6 +677,7 @@ class Sweep:
         spec: the validated spec.
         chunk: configs per compiled call (default: the spec's).
         devices: devices to shard each chunk over (default `jax.local_devices()`).
+        compiler_options: XLA options of its programs (default `COMPILER_OPTIONS`).
 
     Examples:
         >>> import costmodel.sweep as sw
@@ -620,7 +688,13 @@ class Sweep:
         ([1.0, 8.0], 2)
     """
 
-    def __init__(self, spec: SweepSpec, chunk: int | None = None, devices: Sequence[Any] | None = None):
+    def __init__(
+        self,
+        spec: SweepSpec,
+        chunk: int | None = None,
+        devices: Sequence[Any] | None = None,
+        compiler_options: dict[str, Any] | None = None,
+    ):
         self.spec = spec
         self.chunk = int(chunk or spec.chunk)
         if self.chunk < 1:
@@ -630,6 +704,8 @@ class Sweep:
         self.devices = list(devices) if devices is not None else jax.local_devices()
         n_dev = len(self.devices)
         self.padded = -(-self.chunk // n_dev) * n_dev
+        if self.padded >= 2**31:
+            raise InputError(f"chunk = {self.chunk!r}: expected fewer than 2**31 configs per chunk")
         self.traces = 0
         self._axes = {a.name: a for a in spec.axes}
         self._grid = [a.grid() for a in spec.axes] if spec.sampling == "grid" else None
@@ -638,9 +714,17 @@ class Sweep:
 
         mesh = Mesh(np.array(self.devices), ("configs",))
         self.sharding = NamedSharding(mesh, PartitionSpec("configs"))
-        self._program = jax.jit(jax.vmap(self._row), in_shardings=self.sharding, out_shardings=self.sharding)
-        self.single = jax.jit(self._row)
-        """The same config function, jitted without vmap: one config per call."""
+        # Each device generates and evaluates its own contiguous slice of the chunk: the
+        # only input is the chunk's first config index, and nothing crosses devices.
+        chunk_fn = jax.shard_map(
+            self._chunk_slice, mesh=mesh, in_specs=PartitionSpec(), out_specs=PartitionSpec("configs"), check_vma=False
+        )
+        options = dict(COMPILER_OPTIONS if compiler_options is None else compiler_options)
+        self._program = jax.jit(chunk_fn, compiler_options=options)
+        self._generator = jax.jit(self._generate, compiler_options=options)
+        self.single = jax.jit(self._row, compiler_options=options)
+        """The same config function, jitted without vmap: one config's values per call
+        (a dict of scalars, as `configs` gives them), e.g. for a per-config loop."""
 
     # -- tables of named things --
 
@@ -682,40 +766,60 @@ class Sweep:
         self._fast = np.array([[t in _FAST_TIERS[p] for t in range(len(TIERS))] for p in self.policies], np.float32)
         self._all = np.array([[t in _ALL_TIERS[p] for t in range(len(TIERS))] for p in self.policies], np.float32)
 
-    # -- configs on the host --
+    # -- configs, generated inside the program --
 
-    def configs(self, start: int, stop: int) -> dict[str, np.ndarray]:
-        """The swept values of configs `[start, stop)`: numbers, or indices for names."""
-        index = np.arange(start, stop, dtype=np.int64)
-        out: dict[str, np.ndarray] = {}
+    def _generate(self, index: jax.Array) -> dict[str, jax.Array]:
+        """The swept values of configs `index` (uint32, any shape): float32 numbers, or
+        int32 indices into the axis's values for names. Traced: the compiled chunk
+        program calls it, so the values it evaluates are the values it reports."""
+        index = jnp.asarray(index, jnp.uint32)
+        out: dict[str, jax.Array] = {}
         if self._grid is not None:
-            shape = tuple(len(g) for g in self._grid)
-            digits = np.unravel_index(index, shape) if shape else ()
-            for axis, grid, d in zip(self.spec.axes, self._grid, digits):
-                out[axis.name] = d.astype(np.int32) if axis.is_choice else np.asarray(grid, np.float64)[d]
-            return out
+            rest = index
+            for axis, grid in reversed(list(zip(self.spec.axes, self._grid))):  # last axis fastest
+                k = jnp.uint32(len(grid))
+                digit = (rest % k).astype(jnp.int32)
+                rest = rest // k
+                out[axis.name] = digit if axis.is_choice else jnp.asarray(np.asarray(grid, np.float32))[digit]
+            return {a.name: out[a.name] for a in self.spec.axes}
         n = self.n_configs
+        points = latin_hypercube(index.reshape(-1), n, len(self.spec.axes), self.spec.seed)
         for dim, axis in enumerate(self.spec.axes):
-            u = latin_hypercube(index, n, dim, self.spec.seed)
+            u = points[dim].reshape(index.shape)
             if axis.values is not None:
                 k = len(axis.values)
-                pick = np.minimum((u * k).astype(np.int64), k - 1)
-                out[axis.name] = pick.astype(np.int32) if axis.is_choice else np.asarray(axis.values, np.float64)[pick]
-            elif axis.scale == "log":
-                lo, hi = math.log(axis.low), math.log(axis.high)
-                out[axis.name] = np.exp(lo + u * (hi - lo))
+                pick = jnp.minimum((u * k).astype(jnp.int32), k - 1)
+                out[axis.name] = pick if axis.is_choice else jnp.asarray(np.asarray(axis.values, np.float32))[pick]
+                continue
+            assert axis.low is not None and axis.high is not None
+            lo, hi = np.float32(axis.low), np.float32(axis.high)
+            if axis.scale == "log":
+                a, b = np.log(np.float64(axis.low)), np.log(np.float64(axis.high))
+                v = jnp.exp(jnp.float32(a) + u * jnp.float32(b - a))
             else:
-                out[axis.name] = axis.low + u * (axis.high - axis.low)
+                v = lo + u * (hi - lo)
+            out[axis.name] = jnp.clip(v, lo, hi)  # float32 rounding stays inside the range
         return out
 
-    def _device_inputs(self, host: dict[str, np.ndarray]) -> dict[str, Any]:
-        """Padded to the compiled shape (edge values) and placed over the mesh."""
-        n = next(iter(host.values())).shape[0] if host else 0
-        out = {"_row": np.zeros(self.padded, np.int32)}
-        for name, v in host.items():
-            v = v.astype(np.int32) if v.dtype.kind == "i" else v.astype(np.float32)
-            out[name] = np.pad(v, (0, self.padded - n), mode="edge") if n < self.padded else v
-        return jax.device_put(out, self.sharding)
+    def configs(self, start: int, stop: int) -> dict[str, np.ndarray]:
+        """The swept values of configs `[start, stop)`, as the chunk program generates them:
+        float32 numbers, or int32 indices into the axis's values for names."""
+        if not 0 <= start <= stop <= self.n_configs:
+            raise ValueError(f"configs [{start}, {stop}): expected a range in [0, {self.n_configs}]")
+        values = self._generator(np.arange(start, stop, dtype=np.uint32))
+        return {k: np.asarray(v) for k, v in values.items()}
+
+    def _chunk_slice(self, start: jax.Array) -> tuple[dict[str, jax.Array], dict[str, jax.Array]]:
+        """One device's slice of the chunk that starts at config `start` (inside shard_map).
+
+        Rows past the sweep's end (the padding of the last chunk) repeat its last config.
+        """
+        per = self.padded // len(self.devices)
+        offset = jax.lax.axis_index("configs").astype(jnp.uint32) * jnp.uint32(per)
+        local = offset + jnp.arange(per, dtype=jnp.uint32)
+        index = start + jnp.minimum(local, jnp.uint32(self.n_configs - 1) - start)
+        values = self._generate(index)
+        return values, jax.vmap(self._row, axis_size=per)(values)
 
     # -- the config function (traced once) --
 
@@ -857,23 +961,28 @@ class Sweep:
 
     # -- running --
 
-    def dispatch(self, start: int, stop: int) -> tuple[dict[str, np.ndarray], dict[str, jax.Array]]:
+    def dispatch(self, start: int, stop: int) -> tuple[dict[str, jax.Array], dict[str, jax.Array]]:
         """Starts evaluating configs `[start, stop)` (at most one chunk); returns at once.
 
+        One compiled call: the configs are generated on the devices from `start`.
+
         Returns:
-            The host-side swept values, and the (asynchronous) device results.
+            The swept values (as `configs` gives them) and the results, both padded to
+            the compiled chunk and asynchronous (device arrays).
         """
         if not 0 <= start < stop <= self.n_configs or stop - start > self.chunk:
             raise ValueError(f"configs [{start}, {stop}): expected a range of at most {self.chunk} in the sweep")
-        host = self.configs(start, stop)
-        return host, self._program(self._device_inputs(host))
+        return self._program(np.uint32(start))
 
-    def to_table(self, start: int, stop: int, host: dict[str, np.ndarray], results: dict[str, jax.Array]):
-        """A `pyarrow.Table` of configs `[start, stop)`: the config, then the results."""
+    def to_table(self, start: int, stop: int, values: dict[str, jax.Array], results: dict[str, jax.Array]):
+        """A `pyarrow.Table` of configs `[start, stop)`: the config, then the results.
+
+        Numbers are float32, the values the program evaluated (unswept ones too)."""
         import pyarrow as pa
 
         n = stop - start
         res = {k: np.asarray(v)[:n] for k, v in results.items()}
+        host = {k: np.asarray(v)[:n] for k, v in values.items()}
         cols: dict[str, Any] = {"config": pa.array(np.arange(start, stop, dtype=np.int64))}
 
         def names(values, indices):
@@ -890,7 +999,7 @@ class Sweep:
             elif self.spec.base[name] == "auto":
                 continue
             else:
-                cols[name] = pa.array(np.full(n, float(self.spec.base[name])))
+                cols[name] = pa.array(np.full(n, self.spec.base[name], np.float32))
         cols["placement"] = names(self.policies, res.pop("placement"))
         if "area.compute" in res:
             cols["area.compute"] = pa.array(res.pop("area.compute"))
@@ -977,9 +1086,9 @@ def read_manifest(out: Path | str) -> dict[str, Any]:
         raise InputError(f"{path}: file not found (not a sweep folder)") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise InputError(f"{path}: not valid JSON ({e})") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
+    if not isinstance(data, dict) or data.get("format") not in _READABLE:
         raise InputError(
-            f"{path}: field 'format' = {data.get('format') if isinstance(data, dict) else data!r}: expected {FORMAT!r}"
+            f"{path}: field 'format' = {data.get('format') if isinstance(data, dict) else data!r}: expected one of {list(_READABLE)}"
         )
     for key, lo in (("n_configs", 1), ("chunk", 1), ("n_chunks", 1)):
         v = data.get(key)
@@ -995,6 +1104,11 @@ def _check_manifest(out: Path, mine: dict[str, Any]) -> None:
     if not path.exists():
         return
     old = read_manifest(out)
+    if old["format"] != mine["format"]:
+        raise InputError(
+            f"{path}: field 'format' = {old['format']!r}: expected {mine['format']!r} (the folder was written "
+            "by an earlier version whose sampler drew other configs); choose a new --out"
+        )
     if old.get("spec_sha256") != mine["spec_sha256"]:
         raise InputError(
             f"{path}: field 'spec_sha256' = {old.get('spec_sha256')!r}: expected {mine['spec_sha256']!r} "

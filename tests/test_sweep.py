@@ -123,6 +123,14 @@ def jax_cache(tmp_path_factory):
         ("[sweep]\nsampling = 'sobol'\n", ["'sampling'", "'sobol'", "'grid' or 'random'"]),
         ("[plot]\nx = 1\n", ["unknown section 'plot'"]),
         ("[axes]\nbatch = [1, 2\n", ["not valid TOML"]),
+        (
+            "[sweep]\nsampling = 'random'\nsamples = 4294967296\n[axes]\nbatch = [1, 2]\n",
+            ["[sweep]", "'samples'", "4294967296", "32-bit"],
+        ),
+        (
+            "[axes]\ncontext = { min = 1, max = 2, num = 65536 }\nprefix = { min = 0, max = 1, num = 65536 }\n",
+            ["[axes]", "4294967296 configs", "32-bit"],
+        ),
     ],
 )
 def test_bad_spec_names_file_field_value(tmp_path, text, needles):
@@ -158,24 +166,52 @@ def test_cli_bad_spec_exits_2_with_one_line(tmp_path, capsys):
 # --- sampling -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 7, 64, 1000, 4097])
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 64, 1000, 4097, 2**20 + 1])
 def test_permute_is_a_bijection(n):
-    y = sw.permute(np.arange(n), n, sw._key(3, 1))
-    assert sorted(y.tolist()) == list(range(n))
+    # 1000 and 2**20 + 1 are not a * b of their radices: some indices cycle-walk.
+    a, b = sw._radices(n)
+    assert n <= a * b < n + a
+    y = np.asarray(sw.permute(np.arange(n, dtype=np.uint32), n, sw._key(3, 1)))
+    assert y.dtype == np.uint32 and np.array_equal(np.sort(y), np.arange(n))
     if n >= 64:  # and not the identity
         assert np.mean(y == np.arange(n)) < 0.1
 
 
+def test_permute_near_the_uint32_limit_stays_in_range_and_distinct():
+    n = sw.MAX_CONFIGS  # a * b = 2**32: the largest values uint32 holds
+    index = np.concatenate([np.arange(2048), n - 1 - np.arange(2048)]).astype(np.uint32)
+    y = np.asarray(sw.permute(index, n, sw._key(0, 1)))
+    assert (y < n).all() and len(np.unique(y)) == len(index)
+    assert (y > n // 2).any() and (y < n // 2).any()  # spread over the whole range
+
+
 def test_latin_hypercube_one_point_per_stratum_and_chunk_independent():
-    n = 1000
-    for dim in range(3):
-        u = sw.latin_hypercube(np.arange(n), n, dim, seed=5)
-        assert np.all((u >= 0) & (u < 1))
-        assert sorted(np.floor(u * n).astype(int).tolist()) == list(range(n))
-        parts = np.concatenate([sw.latin_hypercube(np.arange(a, b), n, dim, 5) for a, b in [(0, 333), (333, 1000)]])
-        np.testing.assert_array_equal(u, parts)
-    a, b = (sw.latin_hypercube(np.arange(n), n, d, 5) for d in (0, 1))
-    assert abs(np.corrcoef(a, b)[0, 1]) < 0.1  # dimensions are paired at random
+    n, dims = 1000, 3
+    u = np.asarray(sw.latin_hypercube(np.arange(n, dtype=np.uint32), n, dims, seed=5))
+    assert u.shape == (dims, n) and u.dtype == np.float32
+    assert np.all((u >= 0) & (u < 1))
+    for dim in range(dims):
+        k = np.asarray(sw.permute(np.arange(n, dtype=np.uint32), n, sw._key(5, dim, 1))).astype(np.float64)
+        assert np.array_equal(np.sort(k), np.arange(n))  # one point per stratum...
+        lo, hi = k / n, (k + 1) / n  # ...and the point is in it (to float32 rounding)
+        assert np.all(u[dim] >= lo - 2.0**-24) and np.all(u[dim] < hi + 2.0**-24)
+        assert len(np.unique(u[dim] * n - k)) > n // 2  # jittered inside the stratum
+    parts = [sw.latin_hypercube(np.arange(a, b, dtype=np.uint32), n, dims, 5) for a, b in [(0, 333), (333, 1000)]]
+    np.testing.assert_array_equal(u, np.concatenate([np.asarray(p) for p in parts], axis=1))
+    assert abs(np.corrcoef(u[0], u[1])[0, 1]) < 0.1  # dimensions are paired at random
+
+
+def test_configs_are_the_values_the_table_holds(big):
+    spec_path, _, want = big
+    s = sw.cached_sweep(sw.load_spec(spec_path), chunk=CHUNK)
+    values = s.configs(CHUNK, 3 * CHUNK)  # spans two chunks
+    for name, v in values.items():
+        col = want.column(name).slice(CHUNK, 2 * CHUNK)
+        if name in sw.CHOICES:
+            assert v.dtype == np.int32 and col.to_pylist() == [s.choices[name][i] for i in v]
+        else:
+            assert v.dtype == np.float32 and col.type == pa.float32()
+            np.testing.assert_array_equal(col.to_numpy(), v)
 
 
 def test_grid_enumerates_every_combination_last_axis_fastest(small_spec, small_table):
@@ -239,20 +275,16 @@ batch = 8
     base = cm.chip_preset("h100-sxm")
     w = cm.Workload(cm.model_preset("llama-3-8b"), cm.make_scenario(batch=8))
     for r in rows:
-        tiers = base.tiers
-        tiers = type(tiers)(
-            tiers.capacity,
-            tiers.bandwidth.at[2].set(r["chip.tiers.bandwidth.dram"]),
-            tiers.latency,
-            tiers.energy_per_byte,
-            tiers.efficiency,
-        )
+        tiers = base.tiers.replace(bandwidth=base.tiers.bandwidth.at[2].set(r["chip.tiers.bandwidth.dram"]))
         chip = base.replace(tiers=tiers, peak_flops=jnp.full((4,), r["chip.peak_flops"]))
         cost, _ = cm.evaluate_policy(w, chip, "dram")
         np.testing.assert_allclose(r["seconds_per_step"], float(cost.seconds_per_step), rtol=1e-5)
-    # More bandwidth never slows a step down; more FLOP/s neither.
+    # The table holds the float32 values the program used.
     s = {(r["chip.tiers.bandwidth.dram"], r["chip.peak_flops"]): r["seconds_per_step"] for r in rows}
-    assert s[4e12, 1e14] < s[1e12, 1e14] and s[1e12, 1e15] <= s[1e12, 1e14]
+    f = lambda *v: tuple(float(np.float32(x)) for x in v)
+    assert set(s) == {f(bw, fl) for bw in (1e12, 4e12) for fl in (1e14, 1e15)}
+    # More bandwidth never slows a step down; more FLOP/s neither.
+    assert s[f(4e12, 1e14)] < s[f(1e12, 1e14)] and s[f(1e12, 1e15)] <= s[f(1e12, 1e14)]
 
 
 def test_area_split_rows_and_impossible_splits(tmp_path):
@@ -315,6 +347,21 @@ def test_resume_after_lost_chunks_equals_uninterrupted_run(tmp_path, big):
     other = sw.load_spec(write_spec(tmp_path, BIG.replace("seed = 7", "seed = 8"), "other.toml"))
     with pytest.raises(cm.InputError, match="different sweep"):
         sw.run_sweep(other, out, resume=True)
+
+
+def test_folder_of_the_old_host_sampler_is_read_but_not_resumed(tmp_path, big):
+    import shutil
+
+    spec_path, ref, _ = big
+    out = tmp_path / "out"
+    shutil.copytree(ref, out)
+    m = json.loads((out / sw.MANIFEST).read_text())
+    m["format"] = "costmodel-sweep/1"  # the numpy sampler drew other configs
+    (out / sw.MANIFEST).write_text(json.dumps(m))
+    assert sw.read_manifest(out)["n_chunks"] == 12 and sw.read_sweep(out).num_rows == 3000
+    for resume in (True, False):
+        with pytest.raises(cm.InputError, match="'format' = 'costmodel-sweep/1': expected 'costmodel-sweep/2'"):
+            sw.run_sweep(sw.load_spec(spec_path), out, resume=resume)
 
 
 def _cli(*args: str, env: dict | None = None) -> list[str]:
