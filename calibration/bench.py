@@ -30,6 +30,7 @@ class Plan:
     stream_sizes: tuple[int, ...]
     gemv_shapes: tuple[tuple[int, int], ...]  # (k, n), m = 1
     gemm_shapes: tuple[tuple[int, int, int], ...]  # (m, k, n)
+    chains: tuple[tuple[int, int, int], ...]  # (k, n, matrices): GEMVs over distinct matrices
     dtypes: tuple[str, ...]
     attention: tuple[tuple[int, int, int, int], ...]  # (batch, context, n_heads, n_kv_heads)
     head_dim: int
@@ -67,6 +68,7 @@ def plan(quick: bool = False) -> Plan:
             stream_sizes=_geometric(16 * KB, 512 * MB, 1),
             gemv_shapes=((1024, 1024), (4096, 4096)),
             gemm_shapes=((8, 1024, 1024), (64, 1024, 1024)),
+            chains=((256, 1024, 16), (1024, 2048, 8)),
             dtypes=("f32", "bf16"),
             attention=((1, 1024, 8, 4), (4, 4096, 8, 4)),
             head_dim=64,
@@ -103,6 +105,29 @@ def plan(quick: bool = False) -> Plan:
             (64, 1024, 1024),
             (256, 1024, 1024),
             (16, 4096, 4096),
+            # Skinny batches over weights far beyond the caches, as a decode step of
+            # a large model at batch 2-16 reads them.
+            (2, 4096, 16384),
+            (4, 4096, 16384),
+            (8, 4096, 16384),
+            (16, 4096, 16384),
+        ),
+        # GEMVs over many distinct matrices, each read once per pass, as a decode
+        # step reads its layers: the per-matrix start-up cost from a cache level or
+        # DRAM shows here and not in a loop over one hot matrix. Matrices of 256 KB,
+        # 3 MB and 25 MB (the layer shapes of the decoders below), chains of 4 MB
+        # (inside the L3 share) to 256 MB (far beyond it).
+        chains=(
+            (128, 128, 64),
+            (128, 512, 16),
+            (128, 512, 64),
+            (128, 512, 256),
+            (512, 1536, 5),
+            (512, 1536, 20),
+            (512, 1536, 80),
+            (256, 1024, 16),
+            (1536, 4096, 3),
+            (1536, 4096, 10),
         ),
         dtypes=("f32", "bf16"),
         # Batch, context and head layouts of decode attention (query heads per KV head
@@ -118,6 +143,9 @@ def plan(quick: bool = False) -> Plan:
             (4, 512, 16, 4),
             (8, 2048, 2, 2),
             (8, 2048, 24, 4),
+            # Caches far beyond the L3.
+            (8, 16384, 8, 4),
+            (4, 16384, 24, 4),
         ),
         head_dim=64,
         decode_models=decode_models(False),
@@ -250,7 +278,19 @@ def _kernels():
 
         return jax.lax.fori_loop(0, n, body, q)
 
-    return stream, matmul, attention
+    @jax.jit
+    def chain(ws, xs, n):
+        # One GEMV per matrix, each depending on the previous sum: nothing is hoisted
+        # and the matrices are read in order, once per pass. The vectors are inputs,
+        # not constants: XLA rewrites a dot with a broadcast scalar into a reduction.
+        def body(i, acc):
+            for w, x in zip(ws, xs):
+                acc = acc + jnp.sum((x + (acc * 1e-30).astype(w.dtype)) @ w).astype(jnp.float32)
+            return acc
+
+        return jax.lax.fori_loop(0, n, body, jnp.zeros((), jnp.float32))
+
+    return stream, matmul, attention, chain
 
 
 _JNP_DTYPES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16"}
@@ -286,7 +326,7 @@ def run_bench(
     kinds = tuple(kinds or KINDS)
     device = device or jax.devices()[0]
     common = {"device": device_description(device), "software": software_description()}
-    stream, matmul, attention = _kernels()
+    stream, matmul, attention, chain = _kernels()
     key = jax.random.PRNGKey(0)
 
     tasks: list[tuple[str, Callable[[], dict]]] = []
@@ -345,6 +385,34 @@ def run_bench(
 
         return t
 
+    def chain_task(k, n, count):
+        def t():
+            keys = jax.random.split(key, count)
+            ws = [put(jax.random.normal(kk, (k, n), jnp.float32)) for kk in keys]
+            xs = [put(jax.random.normal(jax.random.fold_in(kk, 1), (1, k), jnp.float32)) for kk in keys]
+            med, iqr, _ = time_loop(chain, (ws, xs), reps_pp, p.target_seconds)
+            del ws, xs
+            moved = count * (k * n + k + 1) * 4
+            return {
+                "kind": "gemv",
+                "label": f"gemv chain {count}x {k}x{n} f32",
+                "dtype": "f32",
+                "bytes": float(moved),
+                "working_set": float(moved),
+                "flops": 2.0 * count * k * n,
+                "kernels": float(count),
+                "m": 1.0,
+                "k": float(k),
+                "n": float(n),
+                "seconds": med,
+                "spread_seconds": iqr,
+            }
+
+        return t
+
+    if "gemv" in kinds:
+        for k, n, count in p.chains:
+            add(f"gemv chain {count}x {k}x{n}", chain_task(k, n, count))
     for dt in p.dtypes:
         if "gemv" in kinds:
             for k, n in p.gemv_shapes:

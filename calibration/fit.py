@@ -3,7 +3,9 @@
 The parameters (`Knobs`) are the effective bandwidths of the on-chip tier (SRAM; the
 last-level cache on a CPU) and of DRAM, the on-chip capacity and the sharpness of its
 knee, per-tier latencies, the per-kernel launch overhead, the effective FLOP rate per
-precision and the overlap exponent of the channel p-norm, all stored as logs. Which
+precision, the fraction of it that attention kernels reach and that the cores sustain
+on operands streamed from DRAM, and the overlap exponent of the channel p-norm, stored
+as logs (rates, sizes, times) or logits (the two fractions). Which
 of them are trained is chosen by a filter spec (`eqx.partition` / `eqx.combine`); the
 plain roofline baseline is the same model with the cache switched off, latencies and
 overheads at zero, a near-max overlap and only one bandwidth and one FLOP rate
@@ -18,7 +20,9 @@ Predictions reuse the core:
   cache keeps, the rest in DRAM;
 * a microbenchmark row (one kernel of `bytes` moved, `working_set` resident, `flops`)
   goes through the same channels: `hit(S)` of the bytes from the on-chip tier and the
-  rest from DRAM, compute at the FLOP rate of its precision, combined with
+  rest from DRAM, compute at the FLOP rate of its precision (times the attention
+  efficiency for an attention kernel, over the DRAM feed for the operands from DRAM),
+  combined with
   `costmodel.p_norm` at the chip's overlap, plus one latency and one kernel overhead.
 
 The loss is the mean squared log error (so every point weighs by its relative error),
@@ -43,12 +47,14 @@ import costmodel as cm
 from costmodel.io import formats
 
 
-KERNELS_PER_LAYER = 6.0
-"""Microbenchmark iterations' worth of launch overhead in one transformer layer: a
-layer of the flax decoder compiles to ~15 XLA:CPU thunks (norms, 7 matmuls, attention
-dots and softmax, cache updates, residuals) against ~2.5 per microbenchmark iteration
-(dot, reduce, add). An assumption, stated so that `Chip.kernel_overhead` (per layer per
-step) = overhead per kernel x this."""
+KERNELS_PER_LAYER = 9.0
+"""Kernels that stream memory in one transformer layer of a decode step: the seven
+weight matmuls of a Llama-style layer (q, k, v, o, gate, up, down) and the two
+attention dots over the K and V caches. Each pays the per-kernel latency and launch
+overhead the microbenchmarks measure (a GEMV chain over `kernels` distinct matrices
+pays it `kernels` times), so the chip file's per-layer figures are per-kernel x this:
+`Chip.tiers.latency` and `Chip.kernel_overhead`, which `decode_cost` charges once per
+layer per step."""
 
 DRAM_CAPACITY = 1e13
 """DRAM capacity used while fitting (B): large enough that nothing overflows."""
@@ -62,7 +68,7 @@ class Knobs(eqx.Module):
         log_knee: sharpness k of the capacity knee, `hit(S) = 1 / (1 + (S/C)**k)`, log 1.
         log_sram_bandwidth: effective on-chip bandwidth, log B/s.
         log_dram_bandwidth: effective DRAM bandwidth, log B/s.
-        log_sram_latency: latency per kernel of the on-chip tier, log s.
+        log_sram_latency: latency per kernel of the on-chip tier (its outer level), log s.
         log_dram_latency: latency per kernel of DRAM, log s.
         log_flops_f32: effective f32 FLOP rate (peak x efficiency), log FLOP/s.
         log_flops_16_ratio: 16-bit FLOP rate over the f32 one, log 1 (8- and 4-bit
@@ -71,9 +77,21 @@ class Knobs(eqx.Module):
         log_overlap_m1: the channel p-norm exponent minus one, log(p - 1).
         log_inner_capacity: capacity of an inner, faster cache level (L2 on a CPU),
             log B.
+        log_inner_knee: sharpness of the inner level's knee, log 1.
         log_inner_speedup_m1: how much faster the on-chip tier streams a working set
             that fits the inner level, minus one, log 1: the on-chip bandwidth at
             working set S is `B_sram * (1 + r * hit_inner(S))`.
+        log_hot_speedup_m1: how much faster a kernel looping over one array streams it
+            than a pass over distinct tensors does, minus one, log 1. A property of
+            the single-array microbenchmarks, not of the chip: a decode step reads
+            distinct tensors, so the chip file carries the distinct-tensor rates.
+        logit_attention_efficiency: the FLOP rate of decode-attention kernels over that
+            of matmuls (`Chip.attention_efficiency`), logit of a fraction.
+        log_half_rate_rows: rows per operand element at which a matmul reaches half
+            its FLOP rate (`Chip.half_rate_rows`), log 1.
+        logit_dram_feed: the FLOP rate the cores sustain on operands streamed from
+            DRAM over that on operands in cache (`Tiers.compute_feed` of DRAM), logit
+            of a fraction.
 
     The inner level is not a `Chip` field: the chip file carries the outer level
     (what a working set past the inner cache sees).
@@ -90,7 +108,12 @@ class Knobs(eqx.Module):
     log_kernel_overhead: jax.Array
     log_overlap_m1: jax.Array
     log_inner_capacity: jax.Array
+    log_inner_knee: jax.Array
     log_inner_speedup_m1: jax.Array
+    log_hot_speedup_m1: jax.Array
+    logit_attention_efficiency: jax.Array
+    log_half_rate_rows: jax.Array
+    logit_dram_feed: jax.Array
 
 
 KNOB_NAMES = tuple(f.name for f in dataclasses.fields(Knobs))
@@ -108,24 +131,44 @@ PARAMETERS = {
     "log_kernel_overhead": ("kernel_overhead", "us", 1e6),
     "log_overlap_m1": ("overlap_minus_1", "1", 1.0),
     "log_inner_capacity": ("inner_cache_capacity", "MB", 1e-6),
+    "log_inner_knee": ("inner_knee_sharpness", "1", 1.0),
     "log_inner_speedup_m1": ("inner_cache_speedup_minus_1", "1", 1.0),
+    "log_hot_speedup_m1": ("hot_array_speedup_minus_1", "1", 1.0),
+    "logit_attention_efficiency": ("attention_efficiency", "1", 1.0),
+    "log_half_rate_rows": ("half_rate_rows", "1", 1.0),
+    "logit_dram_feed": ("dram_compute_feed", "1", 1.0),
 }
 
 
+def _short(name: str) -> str:
+    return name.removeprefix("log_").removeprefix("logit_")
+
+
+def _to_knob(name: str, value):
+    """A SI value (or fraction) as the knob stores it: a log, or a logit."""
+    x = jnp.asarray(value, dtype=float)
+    return jnp.log(x / (1.0 - x)) if name.startswith("logit_") else jnp.log(x)
+
+
+def _from_knob(name: str, stored):
+    """The SI value (or fraction) of a stored knob."""
+    return jax.nn.sigmoid(stored) if name.startswith("logit_") else jnp.exp(stored)
+
+
 def make_knobs(**values) -> Knobs:
-    """Knobs from SI values (not logs): names of `Knobs` without the `log_` prefix."""
+    """Knobs from SI values (not logs): names of `Knobs` without the `log_`/`logit_` prefix."""
     out = {}
     for name in KNOB_NAMES:
-        key = name.removeprefix("log_")
+        key = _short(name)
         if key not in values:
             raise TypeError(f"make_knobs: missing {key!r}")
-        out[name] = jnp.log(jnp.asarray(values[key], dtype=float))
+        out[name] = _to_knob(name, values[key])
     return Knobs(**out)
 
 
 def knob_values(knobs: Knobs) -> dict[str, float]:
-    """SI values (not logs) by name without the `log_` prefix."""
-    return {n.removeprefix("log_"): float(jnp.exp(getattr(knobs, n))) for n in KNOB_NAMES}
+    """SI values (not logs) by name without the `log_`/`logit_` prefix."""
+    return {_short(n): float(_from_knob(n, getattr(knobs, n))) for n in KNOB_NAMES}
 
 
 def hit_fraction(knobs: Knobs, working_set):
@@ -135,20 +178,33 @@ def hit_fraction(knobs: Knobs, working_set):
     return jax.nn.sigmoid(-jnp.exp(knobs.log_knee) * (jnp.log(working_set) - knobs.log_sram_capacity))
 
 
+def inner_hit_fraction(knobs: Knobs, working_set):
+    """Fraction of the on-chip bytes the inner cache level serves: the same knee at the
+    inner capacity, with its own sharpness."""
+    return jax.nn.sigmoid(-jnp.exp(knobs.log_inner_knee) * (jnp.log(working_set) - knobs.log_inner_capacity))
+
+
 def sram_bandwidth(knobs: Knobs, working_set=None):
     """On-chip bandwidth (B/s), faster for a working set that fits the inner cache."""
     outer = jnp.exp(knobs.log_sram_bandwidth)
     if working_set is None:
         return outer
-    inner = jax.nn.sigmoid(-jnp.exp(knobs.log_knee) * (jnp.log(working_set) - knobs.log_inner_capacity))
-    return outer * (1.0 + jnp.exp(knobs.log_inner_speedup_m1) * inner)
+    return outer * (1.0 + jnp.exp(knobs.log_inner_speedup_m1) * inner_hit_fraction(knobs, working_set))
+
+
+def sram_latency(knobs: Knobs, working_set=None):
+    """On-chip latency per kernel (s): the outer level's, none for what the inner level serves."""
+    outer = jnp.exp(knobs.log_sram_latency)
+    if working_set is None:
+        return outer
+    return outer * (1.0 - inner_hit_fraction(knobs, working_set))
 
 
 def to_chip(knobs: Knobs, working_set=None) -> cm.Chip:
     """The `costmodel.Chip` the knobs describe (no PIM, one chip, efficiencies folded in).
 
-    With `working_set` (B), the on-chip bandwidth is the one that working set sees
-    (inner cache included); without, the outer level's, as in the chip file.
+    With `working_set` (B), the on-chip bandwidth and latency are the ones that working
+    set sees (inner cache included); without, the outer level's, as in the chip file.
     """
     e = jnp.exp
     f32 = e(knobs.log_flops_f32)
@@ -157,9 +213,12 @@ def to_chip(knobs: Knobs, working_set=None) -> cm.Chip:
     return cm.make_chip(
         capacity=jnp.stack([e(knobs.log_sram_capacity), zero, zero + DRAM_CAPACITY]),
         bandwidth=jnp.stack([sram_bandwidth(knobs, working_set), zero, e(knobs.log_dram_bandwidth)]),
-        latency=jnp.stack([e(knobs.log_sram_latency), zero, e(knobs.log_dram_latency)]),
+        latency=jnp.stack([sram_latency(knobs, working_set), zero, e(knobs.log_dram_latency)]) * KERNELS_PER_LAYER,
+        compute_feed=jnp.stack([zero + 1.0, zero + 1.0, jax.nn.sigmoid(knobs.logit_dram_feed)]),
         peak_flops=jnp.stack([f32, f16, f16, f16]),
         compute_efficiency=1.0,
+        attention_efficiency=jax.nn.sigmoid(knobs.logit_attention_efficiency),
+        half_rate_rows=e(knobs.log_half_rate_rows),
         kernel_overhead=e(knobs.log_kernel_overhead) * KERNELS_PER_LAYER,
         overlap=1.0 + e(knobs.log_overlap_m1),
     )
@@ -169,28 +228,40 @@ def to_chip(knobs: Knobs, working_set=None) -> cm.Chip:
 
 
 class MicroPoints(eqx.Module):
-    """Microbenchmark rows as arrays: bytes moved, working set (B), FLOPs, precision."""
+    """Microbenchmark rows as arrays: bytes moved, working set (B), FLOPs, precision,
+    whether the kernel is decode attention (1) or a stream or matmul (0), and the
+    distinct kernels one call runs (a GEMV chain: one per matrix)."""
 
     bytes: jax.Array
     working_set: jax.Array
     flops: jax.Array
     precision: jax.Array
+    attention: jax.Array
+    kernels: jax.Array
+    rows: jax.Array
 
 
 def predict_micro(knobs: Knobs, pts: MicroPoints):
     """Seconds per kernel call of each microbenchmark point (see the module docstring)."""
     chip = to_chip(knobs)
     h = hit_fraction(knobs, pts.working_set)
-    t_sram = h * pts.bytes / sram_bandwidth(knobs, pts.working_set)
-    t_dram = (1.0 - h) * pts.bytes / chip.tiers.bandwidth[cm.TIERS.index("dram")]
-    t_comp = pts.flops / chip.peak_flops[pts.precision]
+    # A loop over one array streams it faster than a pass over distinct tensors (a
+    # GEMV chain, a decode step): the hot-array speed-up, a property of the benchmark.
+    hot = 1.0 + jnp.exp(knobs.log_hot_speedup_m1) * (pts.kernels == 1)
+    t_sram = h * pts.bytes / (sram_bandwidth(knobs, pts.working_set) * hot)
+    t_dram = (1.0 - h) * pts.bytes / (chip.tiers.bandwidth[cm.TIERS.index("dram")] * hot)
+    rate = chip.peak_flops[pts.precision] * jnp.where(pts.attention > 0, chip.attention_efficiency, 1.0)
+    rate = rate * cm.hockney(pts.rows, chip.half_rate_rows)
+    feed = chip.tiers.compute_feed
+    t_comp = pts.flops / rate * (h / feed[0] + (1.0 - h) / feed[2])
     zero = jnp.zeros_like(t_sram)
     channels = jnp.stack([t_sram, zero, t_dram, t_comp], axis=-1)
     # One exponent per point (the core's p_norm broadcasts p against x's batch axes).
     parallel = cm.p_norm(channels, jnp.broadcast_to(chip.overlap, channels.shape[:-1]))
-    lat = chip.tiers.latency
-    serial = h * lat[0] + (1.0 - h) * lat[2] + chip.kernel_overhead / KERNELS_PER_LAYER
-    return parallel + serial
+    lat_sram = sram_latency(knobs, pts.working_set)
+    lat_dram = chip.tiers.latency[2] / KERNELS_PER_LAYER
+    serial = h * lat_sram + (1.0 - h) * lat_dram + chip.kernel_overhead / KERNELS_PER_LAYER
+    return parallel + pts.kernels * serial
 
 
 def decode_placement(knobs: Knobs, traffic: cm.Traffic):
@@ -247,6 +318,16 @@ def _stack(trees):
     return jtu.tree_map(lambda *xs: jnp.stack(xs), *trees)
 
 
+def _rows(r: dict, fmts) -> float:
+    """Rows sharing each operand element of a microbenchmark (`Chip.half_rate_rows`):
+    `m` of a GEMV/GEMM, query heads per KV head of attention, 1 for a stream."""
+    if r["kind"] in ("gemv", "gemm"):
+        return r.get("m", 1.0)
+    if r["kind"] == "attention_decode" and "n_heads" in r and "n_kv_heads" in r:
+        return r["n_heads"] / r["n_kv_heads"]
+    return 1.0
+
+
 def make_dataset(rows: list[dict]) -> Dataset:
     fmts = formats()
     micro_i = [i for i, r in enumerate(rows) if r["kind"] != "decode_step"]
@@ -259,6 +340,9 @@ def make_dataset(rows: list[dict]) -> Dataset:
             working_set=jnp.asarray([r["working_set"] for r in sel], dtype=float),
             flops=jnp.asarray([r["flops"] for r in sel], dtype=float),
             precision=jnp.asarray([fmts[r["dtype"]].precision for r in sel], dtype=jnp.int32),
+            attention=jnp.asarray([r["kind"] == "attention_decode" for r in sel], dtype=float),
+            kernels=jnp.asarray([r.get("kernels", 1.0) for r in sel], dtype=float),
+            rows=jnp.asarray([_rows(r, fmts) for r in sel], dtype=float),
         )
     decode = None
     if dec_i:
@@ -328,12 +412,20 @@ def initial_knobs(rows: list[dict]) -> Knobs:
         kernel_overhead=max(min(r["seconds"] for r in micro) / 2, 1e-8) if micro else 1e-6,
         overlap_m1=1.0,
         inner_capacity=1e6,
+        inner_knee=4.0,
         inner_speedup_m1=1.0,
+        hot_speedup_m1=0.3,
+        attention_efficiency=0.5,
+        half_rate_rows=1.0,
+        dram_feed=0.5,
     )
 
 
 def full_spec(rows: list[dict], knobs: Knobs):
-    """Every knob trained, except the 16-bit FLOP ratio when no 16-bit row is measured."""
+    """Every knob trained, except the 16-bit FLOP ratio when no 16-bit row is measured,
+    the attention efficiency when no attention kernel is, and the hot-array speed-up
+    when no pass over distinct tensors (a GEMV chain) is: it would only trade places
+    with the bandwidths."""
     fmts = formats()
     has16 = any(
         r["kind"] != "decode_step"
@@ -342,14 +434,23 @@ def full_spec(rows: list[dict], knobs: Knobs):
         and fmts[r["weights"]].precision == 1
         for r in rows
     )
+    has_attention = any(r["kind"] == "attention_decode" for r in rows)
+    has_chains = any(r["kind"] != "decode_step" and r.get("kernels", 1.0) > 1 for r in rows)
     spec = jtu.tree_map(lambda _: True, knobs)
-    return eqx.tree_at(lambda k: k.log_flops_16_ratio, spec, has16)
+    return eqx.tree_at(
+        lambda k: (k.log_flops_16_ratio, k.logit_attention_efficiency, k.log_hot_speedup_m1),
+        spec,
+        (has16, has_attention, has_chains),
+    )
 
 
 def roofline_knobs(knobs: Knobs) -> Knobs:
     """The plain roofline as a point of the same model: no cache (1-byte capacity, no
-    inner level), no latency or overhead, one FLOP rate for every precision, overlap p = 64 (~max)."""
+    inner level), no latency or overhead, no hot-array speed-up, one FLOP rate for every
+    precision, kernel and row count (attention efficiency and DRAM feed ~1, half-rate
+    rows ~0), overlap p = 64 (~max)."""
     tiny = jnp.log(jnp.asarray(1e-15))
+    one = jnp.asarray(30.0)  # logit: sigmoid(30) = 1 - 1e-13
     return eqx.tree_at(
         lambda k: (
             k.log_sram_capacity,
@@ -360,9 +461,26 @@ def roofline_knobs(knobs: Knobs) -> Knobs:
             k.log_kernel_overhead,
             k.log_overlap_m1,
             k.log_inner_speedup_m1,
+            k.log_hot_speedup_m1,
+            k.logit_attention_efficiency,
+            k.log_half_rate_rows,
+            k.logit_dram_feed,
         ),
         knobs,
-        (jnp.asarray(0.0), jnp.asarray(0.0), tiny, tiny, jnp.asarray(0.0), tiny, jnp.log(jnp.asarray(63.0)), tiny),
+        (
+            jnp.asarray(0.0),
+            jnp.asarray(0.0),
+            tiny,
+            tiny,
+            jnp.asarray(0.0),
+            tiny,
+            jnp.log(jnp.asarray(63.0)),
+            tiny,
+            tiny,
+            one,
+            tiny,
+            one,
+        ),
     )
 
 
@@ -393,6 +511,25 @@ class Fit:
 
 def _residuals(knobs, data: Dataset, measured):
     return jnp.log(_predict(knobs, data)) - jnp.log(measured)
+
+
+START_OFFSETS = {
+    # knob: offsets (in log units) of the extra starts; 0 is the given start
+    "log_overlap_m1": (0.0, -1.6, 0.0, -1.6),
+    "log_inner_capacity": (0.0, 0.0, 1.4, 1.4),
+}
+"""Where the vmapped Adam starts: the given knobs, shifted by these (trained knobs only)."""
+
+
+def _starts(train: Knobs) -> Knobs:
+    """The trainable knobs, stacked over the starts of `START_OFFSETS`."""
+    n = len(next(iter(START_OFFSETS.values())))
+    stacked = jtu.tree_map(lambda x: jnp.broadcast_to(x, (n, *jnp.shape(x))), train)
+    for name, offsets in START_OFFSETS.items():
+        leaf = getattr(stacked, name)
+        if leaf is not None:
+            stacked = eqx.tree_at(lambda k, name=name: getattr(k, name), stacked, leaf + jnp.asarray(offsets))
+    return stacked
 
 
 def fit_knobs(
@@ -447,7 +584,12 @@ def fit_knobs(
         (p, _), losses = jax.lax.scan(step, (train, adam.init(train)), None, length=adam_steps)
         return p, losses
 
-    train, _ = run_adam(train)
+    # Adam from several starts at once (vmapped): the knee and overlap knobs trade off
+    # and one start can settle in a local minimum. The best start goes on to L-BFGS.
+    starts = _starts(train)
+    ends, losses = jax.vmap(run_adam)(starts)
+    best = int(jnp.nanargmin(jnp.where(jnp.isfinite(losses[:, -1]), losses[:, -1], jnp.inf)))
+    train = jtu.tree_map(lambda x: x[best], ends)
     lbfgs = optax.lbfgs()
 
     @jax.jit
@@ -554,12 +696,14 @@ def parameter_table(fit: Fit) -> dict[str, dict]:
     """Fitted parameters in report units, with start value, change factor and uncertainty."""
     out = {}
     for knob, (name, unit, scale) in PARAMETERS.items():
-        value = float(jnp.exp(getattr(fit.knobs, knob)))
-        start = float(jnp.exp(getattr(fit.initial, knob)))
+        value = float(_from_knob(knob, getattr(fit.knobs, knob)))
+        start = float(_from_knob(knob, getattr(fit.initial, knob)))
         if knob == "log_overlap_m1":
             name, value, start = "overlap_p", value + 1.0, start + 1.0
         if knob == "log_inner_speedup_m1":
             name, value, start = "inner_cache_speedup", value + 1.0, start + 1.0
+        if knob == "log_hot_speedup_m1":
+            name, value, start = "hot_array_speedup", value + 1.0, start + 1.0
         entry = {
             "value": value * scale,
             "unit": unit,
@@ -569,6 +713,8 @@ def parameter_table(fit: Fit) -> dict[str, dict]:
         }
         if knob in fit.log_std:
             sd = fit.log_std[knob]
+            if knob.startswith("logit_"):
+                sd *= 1.0 - value  # d log f = (1 - f) d logit f
             # A log-normal interval: the value is known within a factor exp(sd).
             entry["uncertainty_factor"] = float(math.exp(sd)) if math.isfinite(sd) and sd < 50 else float("inf")
             entry["determined_by_data"] = bool(math.isfinite(sd) and sd < math.log(2.0))

@@ -19,7 +19,9 @@ and, by kind:
 * microbenchmarks (`stream`, `gemv`, `gemm`, `attention_decode`): `dtype` (a format of
   `data/formats.toml`: f32, bf16, ...), `bytes` (bytes moved per call, B),
   `working_set` (bytes the call keeps resident, B), `flops` (FLOP per call; 0 for a
-  stream); shapes for the record: `m`, `k`, `n` (GEMV/GEMM: `[m, k] @ [k, n]`) and
+  stream); optional `kernels` (distinct kernel calls per call, default 1: a chain of
+  GEMVs over `kernels` different matrices, each streamed once per call); shapes for
+  the record: `m`, `k`, `n` (GEMV/GEMM: `[m, k] @ [k, n]`, per matrix) and
   `batch`, `context`, `n_heads`, `n_kv_heads`, `head_dim` (attention).
 * `decode_step`: the model's dimensions (`n_layers`, `d_model`, `n_heads`,
   `n_kv_heads`, `head_dim`, `d_ff`, `vocab`; optional `ffn_matrices` (3), and
@@ -45,11 +47,12 @@ MICRO_KINDS = KINDS[:4]
 
 COMMON = ("kind", "label", "seconds", "spread_seconds", "reps", "device", "software")
 MICRO = ("dtype", "bytes", "working_set", "flops")
+MICRO_OPTIONAL = {"kernels": 1.0}
 SHAPES = ("m", "k", "n", "batch", "context", "n_heads", "n_kv_heads", "head_dim")
 DECODE = ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab", "batch", "context")
 DECODE_OPTIONAL = {"ffn_matrices": 3.0, "tied_embeddings": 0.0}
 FORMAT_COLUMNS = ("weights", "kv")
-COLUMNS = COMMON + MICRO + ("m", "k", "n") + DECODE + tuple(DECODE_OPTIONAL) + FORMAT_COLUMNS
+COLUMNS = COMMON + MICRO + tuple(MICRO_OPTIONAL) + ("m", "k", "n") + DECODE + tuple(DECODE_OPTIONAL) + FORMAT_COLUMNS
 """Every column of a trace, in the order `save_trace` writes them."""
 
 STRING_COLUMNS = ("kind", "label", "device", "software", "dtype", "weights", "kv")
@@ -127,6 +130,9 @@ def validate_row(raw: dict, where: str, known_formats: set[str]) -> dict:
         need_format("dtype")
         need(("bytes", "working_set"))
         need(("flops",), "nonneg")
+        for col, default in MICRO_OPTIONAL.items():
+            v = raw.get(col)
+            row[col] = default if _is_blank(v) else _number(v, where, col, "count")
         for col in SHAPES:
             if col in raw and not _is_blank(raw[col]):
                 row[col] = _number(raw[col], where, col, "positive")

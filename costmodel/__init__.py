@@ -8,7 +8,14 @@ from ._area import (
     fixed_area as fixed_area,
 )
 from ._chip import TIERS as TIERS, Chip as Chip, Tiers as Tiers, make_chip as make_chip
-from ._cost import BOUNDS as BOUNDS, Cost as Cost, decode_cost as decode_cost, p_norm as p_norm, spill as spill
+from ._cost import (
+    BOUNDS as BOUNDS,
+    Cost as Cost,
+    decode_cost as decode_cost,
+    hockney as hockney,
+    p_norm as p_norm,
+    spill as spill,
+)
 from ._economics import (
     Economics as Economics,
     TokenCost as TokenCost,

@@ -24,6 +24,10 @@ class Tiers(eqx.Module):
         latency: access latency paid once per layer per step, s.
         energy_per_byte: energy to move one byte to the compute die, J/B.
         efficiency: fraction of `bandwidth` the kernels reach, in (0, 1].
+        compute_feed: fraction of the compute die's FLOP rate sustained on operands
+            streamed from the tier, in (0, 1]: 1 where the kernels hide the stream
+            behind the math (an accelerator's DMA engines), below 1 where the cores
+            stall on it (a CPU core multiplying weights that arrive from DRAM).
     """
 
     capacity: PerTier
@@ -31,15 +35,22 @@ class Tiers(eqx.Module):
     latency: PerTier
     energy_per_byte: PerTier
     efficiency: PerTier
+    compute_feed: PerTier
 
     def __check_init__(self):
-        for name in ("capacity", "bandwidth", "latency", "energy_per_byte", "efficiency"):
+        for name in ("capacity", "bandwidth", "latency", "energy_per_byte", "efficiency", "compute_feed"):
             if jnp.shape(getattr(self, name))[-1:] != (len(TIERS),):
                 raise ValueError(f"Tiers.{name} must have a last axis of {len(TIERS)} tiers")
 
     @property
     def effective_bandwidth(self) -> PerTier:
         return self.bandwidth * self.efficiency
+
+    def replace(self, **changes) -> "Tiers":
+        """A copy with some fields replaced (values converted to float arrays)."""
+        names = list(changes)
+        values = [jnp.asarray(v, dtype=float) for v in changes.values()]
+        return eqx.tree_at(lambda t: [getattr(t, n) for n in names], self, values)
 
 
 class Chip(eqx.Module):
@@ -55,6 +66,14 @@ class Chip(eqx.Module):
             PIM and normal accesses cannot overlap; IANUS, ASPLOS 2024).
         peak_flops: dense peak per precision class (`PRECISIONS`), FLOP/s.
         compute_efficiency: fraction of peak the matmul kernels reach, in (0, 1].
+        attention_efficiency: fraction of that rate the decode-attention kernels
+            reach (QKᵀ, softmax and PV over the KV cache: skinny matmuls with a
+            softmax between them), in (0, 1].
+        half_rate_rows: Hockney's n½ of the matmuls, in rows m sharing each operand
+            element (the batch for weights, the query heads per KV head for
+            attention): a multi-row matmul runs at `m / (m + n½ (1 - 1/m))` of the
+            rate, a GEMV (m = 1) at all of it (`costmodel.hockney`); 0: every kernel
+            at the full rate.
         energy_per_flop: dynamic energy per FLOP per precision class, J/FLOP.
         static_power: static (leakage and idle) power per chip, W.
         power_cap: power limit per chip, W.
@@ -79,6 +98,8 @@ class Chip(eqx.Module):
     pim_serial: Scalar
     peak_flops: PerPrecision
     compute_efficiency: Scalar
+    attention_efficiency: Scalar
+    half_rate_rows: Scalar
     energy_per_flop: PerPrecision
     static_power: Scalar
     power_cap: Scalar
@@ -110,11 +131,14 @@ def make_chip(
     latency=(0.0, 0.0, 0.0),
     energy_per_byte=(0.0, 0.0, 0.0),
     efficiency=(1.0, 1.0, 1.0),
+    compute_feed=(1.0, 1.0, 1.0),
     pim_bandwidth=0.0,
     pim_flops=0.0,
     pim_energy_per_byte=0.0,
     pim_serial=0.0,
     compute_efficiency=1.0,
+    attention_efficiency=1.0,
+    half_rate_rows=0.0,
     energy_per_flop=0.0,
     static_power=0.0,
     power_cap=1e9,
@@ -139,7 +163,7 @@ def make_chip(
     """
     f = lambda x: jnp.asarray(x, dtype=float)
     per_precision = lambda x: jnp.broadcast_to(f(x), (4,))
-    tiers = Tiers(f(capacity), f(bandwidth), f(latency), f(energy_per_byte), f(efficiency))
+    tiers = Tiers(f(capacity), f(bandwidth), f(latency), f(energy_per_byte), f(efficiency), f(compute_feed))
     return Chip(
         tiers=tiers,
         pim_bandwidth=f(pim_bandwidth),
@@ -148,6 +172,8 @@ def make_chip(
         pim_serial=f(pim_serial),
         peak_flops=per_precision(peak_flops),
         compute_efficiency=f(compute_efficiency),
+        attention_efficiency=f(attention_efficiency),
+        half_rate_rows=f(half_rate_rows),
         energy_per_flop=per_precision(energy_per_flop),
         static_power=f(static_power),
         power_cap=f(power_cap),

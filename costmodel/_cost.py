@@ -4,7 +4,9 @@ Per step, each tier serves the bytes its share of each block class is read (and
 written) with; SRAM and DRAM stream them to the compute die, while the PIM tier
 computes on the bytes it holds (attention where its KV sits), limited by
 `max(bytes / internal bandwidth, FLOPs / PIM compute)`. The compute die does the
-remaining FLOPs. The four channels (SRAM, PIM, DRAM, compute) overlap through a
+remaining FLOPs, at its peak times the matmul efficiency (times the attention
+efficiency for the FLOPs on KV), slowed by the tier the operands stream from
+(`Tiers.compute_feed`). The four channels (SRAM, PIM, DRAM, compute) overlap through a
 p-norm (p = 1 fully serial, large p fully overlapped); serial terms (per-layer
 latency, kernel overhead, all-reduces and pipeline hops) add on top.
 """
@@ -15,7 +17,7 @@ import jax.numpy as jnp
 
 from ._chip import DRAM, PIM, SRAM, Chip
 from ._custom_types import BoolScalar, IntScalar, PerTier, PlacementMatrix, Scalar
-from ._traffic import Traffic, lower_traffic
+from ._traffic import IS_KV, Traffic, lower_traffic
 from ._workload import Workload
 
 
@@ -84,6 +86,11 @@ def _safe_div(num, den):
     return jnp.where(ok, num / jnp.where(ok, den, 1.0), 0.0)
 
 
+FEED_FLOOR = 1e-6
+"""Smallest `Tiers.compute_feed` used: a feed of 0 would make the FLOPs on that
+tier's bytes take forever."""
+
+
 P_NORM_FLOOR = 1e-30
 """Channel times below this (s) count as zero in the overlap p-norm."""
 
@@ -106,6 +113,22 @@ def p_norm(x, p):
     powered = jnp.where(live, jnp.where(live, scaled, 1.0) ** p[..., None], 0.0)
     inner = jnp.where(ok[..., 0], jnp.sum(powered, axis=-1), 1.0)
     return jnp.where(ok[..., 0], c[..., 0] * inner ** (1.0 / p), 0.0)
+
+
+def hockney(rows, half_rate_rows):
+    """Fraction of a matmul's FLOP rate reached with `m` rows per operand element.
+
+    Hockney's half-performance length: a GEMM with `m` rows runs at `m / (m + m½)` of
+    the rate for large `m`. The `m½` is phased in as `(1 - 1/m)`, so a GEMV (`m = 1`),
+    which streams its operand through a matrix-vector kernel, runs at the full rate:
+    `m / (m + m½ (1 - 1/m))`. In time, each operand element of a multi-row matmul
+    costs up to `m½` rows' worth of extra work (operand packing on a CPU). 1 when
+    `m½ = 0`, and 1 for a class with no rows (no FLOPs).
+    """
+    # Double where: an empty class has 0 rows, and 0 / (0 + 0) must not be NaN.
+    ok = rows > 0
+    m = jnp.where(ok, rows, 1.0)
+    return jnp.where(ok, m / (m + half_rate_rows * jnp.clip(1.0 - 1.0 / m, 0.0, 1.0)), 1.0)
 
 
 def _kept(demand, capacity):
@@ -172,9 +195,17 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     tier_seconds = stream.at[PIM].set(pim_time)
 
     precision = traffic.precision.astype(jnp.int32)
-    peak = chip.peak_flops[precision] * chip.compute_efficiency
-    host_flops = (1.0 - in_pim) * traffic.flops
-    compute_seconds = jnp.sum(_time(host_flops / tp, peak))
+    is_kv = jnp.asarray(IS_KV)
+    kernel = jnp.where(is_kv, chip.attention_efficiency, 1.0)
+    # Rows sharing each operand element: 2 FLOPs per row per element read.
+    element_bytes = jnp.where(is_kv, s.kv_bytes, s.weight_bytes)
+    rows = traffic.intensity * element_bytes / 2.0
+    peak = chip.peak_flops[precision] * chip.compute_efficiency * kernel * hockney(rows, chip.half_rate_rows)
+    # The compute die does the FLOPs on the bytes SRAM and DRAM stream to it, each at
+    # the rate it sustains on operands from that tier (`compute_feed`).
+    feed = jnp.maximum(tiers.compute_feed, FEED_FLOOR)
+    host_work = held[:, SRAM] / feed[SRAM] + held[:, DRAM] / feed[DRAM]
+    compute_seconds = jnp.sum(_time(host_work * traffic.flops / tp, peak))
 
     # PIM that shares the DRAM channels runs serially with normal DRAM reads.
     pim_alone = (1.0 - chip.pim_serial) * tier_seconds[PIM]

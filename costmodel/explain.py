@@ -308,9 +308,12 @@ def explain(
     kv_stored = float(stored[kv].sum())
     kv_on_chip = float((stored[kv][:, None] * held[kv][:, :DRAM]).sum())
     cap = np.asarray(chip.tiers.capacity, dtype=float)
-    pp = _f(chip.pipeline_parallel)
     seconds = _f(cost.seconds_per_step)
-    utilisation = _f(cost.compute_seconds) * _f(chip.compute_efficiency) / (pp * seconds) if seconds > 0 else 0.0
+    # FLOPs the compute dies do over what their peaks could do in the step's time.
+    prec = np.asarray(traffic.precision, dtype=int)
+    host_flops = (1.0 - held[:, PIM]) * np.asarray(traffic.flops, dtype=float)
+    at_peak = float(np.sum(host_flops / np.asarray(chip.peak_flops, dtype=float)[prec]))
+    utilisation = at_peak / (_f(chip.n_chips) * seconds) if seconds > 0 else 0.0
 
     def money(t: TokenCost) -> dict[str, float]:
         return {

@@ -320,6 +320,8 @@ _CHIP_OPTIONAL = {
     "peak_tflops_4": "positive",
     "area_mm2": "nonneg",
     "overlap": "overlap",
+    "attention_efficiency": "fraction",
+    "half_rate_rows": "nonneg",
 }
 _TIER_FIELDS = {
     "bandwidth_GBps": "positive",
@@ -374,6 +376,7 @@ def chip_from_table(t: dict[str, Any], where: str, name: str) -> ChipInfo:
     lat = [0.0, 0.0, 0.0]
     epb = [0.0, 0.0, 0.0]
     eff = [1.0, 1.0, 1.0]
+    feed = [1.0, 1.0, 1.0]
     pim_bw = pim_flops = pim_e = pim_serial = 0.0
     for i, (key, fields, cap_key, scale) in enumerate(
         [
@@ -384,12 +387,15 @@ def chip_from_table(t: dict[str, Any], where: str, name: str) -> ChipInfo:
     ):
         if key not in t:
             continue
-        optional = {"serial_with_dram": "unit"} if key == "pim" else None
+        optional = {"compute_feed": "fraction"}
+        if key == "pim":
+            optional["serial_with_dram"] = "unit"
         tier, cap[i] = _tier(t[key], f"{where}.{key}", fields, cap_key, scale, optional)
         bw[i] = tier["bandwidth_GBps"] * 1e9
         lat[i] = tier["latency_ns"] * 1e-9
         epb[i] = tier["energy_pj_per_byte"] * 1e-12
         eff[i] = tier["efficiency"]
+        feed[i] = tier.get("compute_feed", 1.0)
         if key == "pim":
             pim_bw = tier["internal_bandwidth_GBps"] * 1e9
             pim_flops = tier["tflops"] * 1e12
@@ -407,12 +413,15 @@ def chip_from_table(t: dict[str, Any], where: str, name: str) -> ChipInfo:
         latency=lat,
         energy_per_byte=epb,
         efficiency=eff,
+        compute_feed=feed,
         pim_bandwidth=pim_bw,
         pim_flops=pim_flops,
         pim_energy_per_byte=pim_e,
         pim_serial=pim_serial,
         peak_flops=[p * 1e12 for p in peaks],
         compute_efficiency=t["compute_efficiency"],
+        attention_efficiency=t.get("attention_efficiency", 1.0),
+        half_rate_rows=t.get("half_rate_rows", 0.0),
         energy_per_flop=[e16 * s for s in _FLOP_ENERGY_SCALE],
         static_power=t["static_power_w"],
         power_cap=t["power_cap_w"],

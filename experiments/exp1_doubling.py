@@ -43,14 +43,10 @@ def doubled(chip, what):
     if what == "flops":
         return chip.replace(peak_flops=chip.peak_flops * 2)
     if what == "dram":
-        return chip.replace(
-            tiers=cm.Tiers(t.capacity, t.bandwidth.at[2].multiply(2), t.latency, t.energy_per_byte, t.efficiency)
-        )
+        return chip.replace(tiers=t.replace(bandwidth=t.bandwidth.at[2].multiply(2)))
     if what == "sram":
         return chip.replace(
-            tiers=cm.Tiers(
-                t.capacity.at[0].multiply(2), t.bandwidth.at[0].multiply(2), t.latency, t.energy_per_byte, t.efficiency
-            )
+            tiers=t.replace(capacity=t.capacity.at[0].multiply(2), bandwidth=t.bandwidth.at[0].multiply(2))
         )
     return chip
 

@@ -42,12 +42,11 @@ def sweep(w, chip, caps):
     def one(cap):
         t = chip.tiers
         c = chip.replace(
-            tiers=cm.Tiers(
-                t.capacity.at[0].set(cap),
-                t.bandwidth.at[0].set(SRAM_BW),
-                t.latency,
-                t.energy_per_byte.at[0].set(SRAM_PJ),
-                t.efficiency.at[0].set(1.0),
+            tiers=t.replace(
+                capacity=t.capacity.at[0].set(cap),
+                bandwidth=t.bandwidth.at[0].set(SRAM_BW),
+                energy_per_byte=t.energy_per_byte.at[0].set(SRAM_PJ),
+                efficiency=t.efficiency.at[0].set(1.0),
             )
         )
         cost = cm.decode_cost(w, c, cm.policy_placement("greedy", cm.lower_traffic(w), c))

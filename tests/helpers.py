@@ -66,6 +66,12 @@ def random_chip(rng: np.random.Generator, ordered: bool = True) -> cm.Chip:
         overlap=rng.uniform(1, 64),
         tensor_parallel=int(rng.choice([1, 2, 4, 8])),
         pipeline_parallel=int(rng.choice([1, 1, 2])),
+        # CPU-like kernels on some chips: FLOPs on DRAM operands slower (never on-chip
+        # ones slower than DRAM ones), attention below the matmul rate, skinny matmuls
+        # below their full rate.
+        compute_feed=(1.0, 1.0, rng.uniform(0.2, 1.0)),
+        attention_efficiency=rng.uniform(0.3, 1.0),
+        half_rate_rows=rng.uniform(0.0, 4.0) * (rng.random() < 0.5),
     )
 
 

@@ -214,7 +214,12 @@ def _knobs(**over):
         kernel_overhead=1e-6,
         overlap_m1=1.0,
         inner_capacity=1e6,
+        inner_knee=2.0,
         inner_speedup_m1=1e-9,
+        hot_speedup_m1=1e-9,
+        attention_efficiency=0.5,
+        half_rate_rows=1e-9,
+        dram_feed=0.6,
     )
     v.update(over)
     return F.make_knobs(**v)
@@ -223,9 +228,22 @@ def _knobs(**over):
 def test_micro_closed_form_without_cache():
     """No cache and p = 1: time = bytes/B_dram + FLOPs/F + latency + overhead."""
     k = _knobs(sram_capacity=1e-12, overlap_m1=1e-9)
-    pts = F.MicroPoints(jnp.asarray([1e8]), jnp.asarray([1e8]), jnp.asarray([4e9]), jnp.asarray([0]))
+    pts = F.MicroPoints(
+        jnp.asarray([1e8]),
+        jnp.asarray([1e8]),
+        jnp.asarray([4e9]),
+        jnp.asarray([0]),
+        jnp.asarray([0.0]),
+        jnp.asarray([1.0]),
+        jnp.asarray([1.0]),
+    )
     t = float(F.predict_micro(k, pts)[0])
-    assert t == pytest.approx(1e8 / 10e9 + 4e9 / 50e9 + 80e-9 + 1e-6, rel=1e-4)
+    # FLOPs on operands from DRAM run at the DRAM feed (0.6) of the FLOP rate.
+    assert t == pytest.approx(1e8 / 10e9 + 4e9 / (0.6 * 50e9) + 80e-9 + 1e-6, rel=1e-4)
+    # An attention kernel's FLOPs run at the attention efficiency (0.5) on top.
+    att = eqx.tree_at(lambda p: p.attention, pts, jnp.asarray([1.0]))
+    t_att = float(F.predict_micro(k, att)[0])
+    assert t_att == pytest.approx(1e8 / 10e9 + 4e9 / (0.5 * 0.6 * 50e9) + 80e-9 + 1e-6, rel=1e-4)
 
 
 def test_hit_fraction_knee_and_monotone():
@@ -236,7 +254,9 @@ def test_hit_fraction_knee_and_monotone():
     assert bool(jnp.all(jnp.diff(h) <= 0)) and float(h[0]) > 0.99 and float(h[-1]) < 0.01
     assert float(F.hit_fraction(k, jnp.asarray(16e6))) > 0.7 > 0.3 > float(F.hit_fraction(k, jnp.asarray(64e6)))
     # Bandwidth vs working set falls from the SRAM rate to the DRAM rate.
-    pts = F.MicroPoints(s, s, jnp.zeros_like(s), jnp.zeros(s.shape, jnp.int32))
+    pts = F.MicroPoints(
+        s, s, jnp.zeros_like(s), jnp.zeros(s.shape, jnp.int32), jnp.zeros_like(s), jnp.ones_like(s), jnp.ones_like(s)
+    )
     bw = s / F.predict_micro(_knobs(kernel_overhead=1e-15, sram_latency=1e-15, dram_latency=1e-15), pts)
     assert float(bw[-1]) == pytest.approx(10e9, rel=0.02) and float(bw[0]) == pytest.approx(80e9, rel=0.02)
 
@@ -284,17 +304,30 @@ def _synthetic_rows():
     rows = [_micro_row("stream", s, s / 2) for s in p.stream_sizes]
     for dt, b in (("f32", 4), ("bf16", 2)):
         rows += [_micro_row("gemv", (k * n + k + n) * b, 2 * k * n, dt) for k, n in p.gemv_shapes]
-        rows += [_micro_row("gemm", (m * k + k * n + m * n) * b, 2 * m * k * n, dt) for m, k, n in p.gemm_shapes]
+        rows += [
+            _micro_row("gemm", (m * k + k * n + m * n) * b, 2 * m * k * n, dt, m=float(m)) for m, k, n in p.gemm_shapes
+        ]
+    for k, n, c in p.chains:
+        rows.append(_micro_row("gemv", c * (k * n + k + 1) * 4, 2 * c * k * n) | {"kernels": float(c), "m": 1.0})
     hd = p.head_dim
-    rows += [
-        _micro_row("attention_decode", 8.0 * b * t * kvh * hd, 4.0 * b * h * hd * t) for b, t, h, kvh in p.attention
-    ]
+    for b, t, h, kvh in p.attention:
+        row = _micro_row("attention_decode", 8.0 * b * t * kvh * hd, 4.0 * b * h * hd * t)
+        rows.append(row | {"n_heads": float(h), "n_kv_heads": float(kvh)})
     return rows
 
 
 def test_recovery_within_uncertainty():
     """A synthetic trace from known parameters plus 3% noise: the fit recovers them."""
-    truth = _knobs(sram_capacity=20e6, knee=1.5, overlap_m1=0.3, inner_capacity=2e6, inner_speedup_m1=2.0)
+    truth = _knobs(
+        sram_capacity=20e6,
+        knee=1.5,
+        overlap_m1=0.3,
+        inner_capacity=2e6,
+        inner_speedup_m1=2.0,
+        hot_speedup_m1=0.5,
+        half_rate_rows=1.5,
+        flops_f32=200e9,  # as measured here: the in-cache streams memory-bound, so B_sram shows
+    )
     rows = _synthetic_rows()
     clean = np.asarray(F.predict(truth, F.make_dataset(rows)))
     noise = np.exp(np.random.default_rng(0).normal(0, 0.03, len(rows)))
@@ -302,7 +335,9 @@ def test_recovery_within_uncertainty():
         r["seconds"] = float(t)
     data = F.make_dataset(rows)
     k0 = F.initial_knobs(rows)
-    fit = F.fit_knobs(data, k0, F.full_spec(rows, k0))
+    # A weak prior: the default one (1e-4) holds knobs a real trace cannot see near
+    # their physical start, which biases a recovery by more than the noise does.
+    fit = F.fit_knobs(data, k0, F.full_spec(rows, k0), prior=1e-6)
     assert fit.status == "converged"
     checked = []
     for name in F.KNOB_NAMES:
@@ -363,9 +398,9 @@ def test_holdout_decode_steps_on_shipped_trace(shipped_result):
     # Measured on a shared 2-core VM (see data/traces/README.md): the ranking of unseen
     # decode configurations is right, the full model beats the plain roofline, but the
     # absolute error is above the 15% goal (test below, marked xfail).
-    assert r["holdout_rank_correlation"] >= 0.95
-    assert r["holdout_mape"] <= 0.45
-    assert r["holdout_mape"] < 0.8 * r["baseline"]["holdout_mape"]
+    assert r["holdout_rank_correlation"] >= 0.97
+    assert r["holdout_mape"] <= 0.22
+    assert r["holdout_mape"] < 0.5 * r["baseline"]["holdout_mape"]
     assert r["train_mape"] < 0.5 * r["baseline"]["train_mape"]
     assert r["beats_baseline_on_holdout"] is True
     for name in ("sram_bandwidth", "dram_bandwidth", "sram_capacity", "flops_f32", "overlap_p"):
@@ -373,7 +408,7 @@ def test_holdout_decode_steps_on_shipped_trace(shipped_result):
         assert p["unit"] and p["value"] > 0 and "uncertainty_factor" in p
 
 
-@pytest.mark.xfail(strict=True, reason="goal not met on the shipped CPU trace: held-out MAPE ~0.38 (see report)")
+@pytest.mark.xfail(strict=True, reason="goal not met on the shipped CPU trace: held-out MAPE 0.18 (see BENCHMARKS.md)")
 def test_holdout_goal_15_percent(shipped_result):
     r, _ = shipped_result
     assert r["holdout_mape"] <= 0.15
@@ -385,6 +420,11 @@ def test_written_chip_file_evaluates(shipped_result):
     assert info.placement == "sram" and info.max_chips == 1
     dram = float(info.chip.tiers.bandwidth[2]) / 1e9
     assert dram == pytest.approx(r["parameters"]["dram_bandwidth"]["value"], rel=1e-3)
+    # The kernel fields the fit adds reach the chip that `evaluate --chip` builds.
+    p = r["parameters"]
+    assert float(info.chip.attention_efficiency) == pytest.approx(p["attention_efficiency"]["value"], rel=1e-3)
+    assert float(info.chip.half_rate_rows) == pytest.approx(p["half_rate_rows"]["value"], rel=1e-3)
+    assert float(info.chip.tiers.compute_feed[2]) == pytest.approx(p["dram_compute_feed"]["value"], rel=1e-3)
     assert all(Path(p).exists() for p in r["plots"])
 
 
@@ -407,6 +447,7 @@ def test_bench_tiny_plan():
         stream_sizes=(64 * 1024,),
         gemv_shapes=((256, 256),),
         gemm_shapes=((4, 128, 128),),
+        chains=((64, 128, 3),),
         dtypes=("f32",),
         attention=((1, 64, 2, 1),),
         head_dim=16,
@@ -417,7 +458,8 @@ def test_bench_tiny_plan():
         passes=2,
     )
     rows = run_bench(the_plan=p, progress=False)
-    assert [r["kind"] for r in rows] == ["stream", "gemv", "gemm", "attention_decode", "decode_step"]
+    assert [r["kind"] for r in rows] == ["stream", "gemv", "gemv", "gemm", "attention_decode", "decode_step"]
+    assert rows[1]["kernels"] == 3.0 and rows[1]["bytes"] == 3 * (64 * 128 + 64 + 1) * 4
     assert all(r["seconds"] > 0 and r["spread_seconds"] >= 0 and r["reps"] == 4.0 for r in rows)
     assert rows[-1]["n_kv_heads"] == 1.0 and rows[0]["device"].startswith("cpu")
     import tempfile

@@ -76,15 +76,7 @@ def test_without_capacity_limits_fractions_follow_bandwidth():
     problem, w = _parallel_tier_problem()
     area_logits = jnp.log(jnp.asarray([0.02, 0.5, 0.48]))
     chip = cd.design_chip(problem, area_logits)
-    big = chip.replace(
-        tiers=cm.Tiers(
-            jnp.full(3, 1e15),
-            chip.tiers.bandwidth,
-            chip.tiers.latency,
-            chip.tiers.energy_per_byte,
-            chip.tiers.efficiency,
-        )
-    )
+    big = chip.replace(tiers=chip.tiers.replace(capacity=jnp.full(3, 1e15)))
     bws = jnp.asarray([big.tiers.bandwidth[0], big.pim_bandwidth, big.tiers.bandwidth[2]]) * big.tiers.efficiency
     x = bws / jnp.sum(bws)
     placement = jnp.broadcast_to(x, (len(cm.CLASSES), 3))

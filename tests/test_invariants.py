@@ -22,20 +22,7 @@ def _random_case(seed, ordered=True):
 
 
 def _with_tiers(chip, **fields):
-    return cm.Chip(
-        **{
-            **{k: getattr(chip, k) for k in chip.__dataclass_fields__},
-            "tiers": cm.Tiers(
-                **{
-                    **{
-                        k: getattr(chip.tiers, k)
-                        for k in ("capacity", "bandwidth", "latency", "energy_per_byte", "efficiency")
-                    },
-                    **fields,
-                }
-            ),
-        }
-    )
+    return chip.replace(tiers=chip.tiers.replace(**fields))
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -136,3 +123,56 @@ def test_batch1_llama3_8b_bf16_on_h100_is_memory_bound():
 def test_large_batch_short_context_becomes_compute_bound():
     e = cm.evaluate("llama-3-8b", "h100-sxm", batch=1024, context=128)
     assert cm.BOUNDS[int(e.cost.bound)] == "compute"
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_slower_kernels_never_speed_a_step(seed):
+    """Less compute feed from DRAM, a lower attention efficiency or more half-rate rows
+    never makes a step faster (and each is felt where its FLOPs are)."""
+    _, w, chip, placement = _random_case(seed)
+    base = float(cm.decode_cost(w, chip, placement).seconds_per_step)
+    feed = chip.tiers.compute_feed
+    slower = [
+        chip.replace(tiers=chip.tiers.replace(compute_feed=feed.at[2].multiply(0.5))),
+        chip.replace(attention_efficiency=chip.attention_efficiency * 0.5),
+        chip.replace(half_rate_rows=chip.half_rate_rows + 2.0),
+    ]
+    for c in slower:
+        assert float(cm.decode_cost(w, c, placement).seconds_per_step) >= base * (1 - 1e-6)
+
+
+def test_compute_time_closed_form_with_kernel_fields():
+    """All in DRAM, serial channels: the compute die's time is, per class, FLOPs over
+    peak x efficiency x (attention efficiency on KV) x m/(m + m½) x DRAM feed, with m
+    the batch for weights and the query heads per KV head for attention."""
+    model = cm.Model(n_layers=4, d_model=1024, n_heads=16, n_kv_heads=4, head_dim=64, d_ff=4096, vocab=32000)
+    w = cm.Workload(model, cm.Scenario(batch=8, context=2048))
+    chip = cm.make_chip(
+        capacity=(0, 0, 1e12),
+        bandwidth=(0, 0, 1e12),
+        peak_flops=100e12,
+        compute_efficiency=0.8,
+        attention_efficiency=0.5,
+        half_rate_rows=3.0,
+        compute_feed=(1.0, 1.0, 0.25),
+        overlap=1.0,
+    )
+    traffic = cm.lower_traffic(w)
+    cost = cm.decode_cost(w, chip, cm.policy_placement("dram", traffic, chip))
+    flops = np.asarray(traffic.flops, dtype=float)
+    rows = np.where(np.asarray(cm.IS_KV), 16 / 4, 8.0)
+    kernel = np.where(np.asarray(cm.IS_KV), 0.5, 1.0)
+    expected = np.sum(flops / (100e12 * 0.8 * kernel * rows / (rows + 3.0 * (1 - 1 / rows)) * 0.25))
+    assert float(cost.compute_seconds) == pytest.approx(expected, rel=1e-5)
+    # The defaults (feed 1, attention efficiency 1, half-rate rows 0) are the plain rate.
+    plain = cm.make_chip(capacity=(0, 0, 1e12), bandwidth=(0, 0, 1e12), peak_flops=100e12, compute_efficiency=0.8)
+    cost0 = cm.decode_cost(w, plain, cm.policy_placement("dram", traffic, plain))
+    assert float(cost0.compute_seconds) == pytest.approx(flops.sum() / 80e12, rel=1e-5)
+
+
+def test_hockney_fraction():
+    assert float(cm.hockney(jnp.asarray(4.0), 4.0)) == pytest.approx(4 / 7)  # m / (m + n½ (1 - 1/m))
+    assert float(cm.hockney(jnp.asarray(1e6), 4.0)) == pytest.approx(1e6 / (1e6 + 4.0))  # Hockney for large m
+    assert float(cm.hockney(jnp.asarray(1.0), 4.0)) == 1.0  # a GEMV runs at the full rate
+    assert float(cm.hockney(jnp.asarray(8.0), 0.0)) == 1.0
+    assert float(cm.hockney(jnp.asarray(0.0), 2.0)) == 1.0  # no rows: no FLOPs to slow
