@@ -58,15 +58,21 @@ def test_new_values_do_not_retrace():
 
 def test_evaluate_compiles_once_across_models_chips_and_scenarios():
     traces = []
-    jax.monitoring.register_event_duration_secs_listener(
-        lambda name, *a, **k: traces.append(name) if name.endswith("jaxpr_trace_duration") else None
-    )
-    cm.evaluate("llama-3-8b", "h100-sxm", batch=1, context=1000)  # warm: may compile
-    before = len(traces)
-    for model, chip, batch in (
-        ("llama-2-7b", "a100-80gb-sxm", 7),
-        ("gemma-2-9b", "h200-sxm", 33),
-        ("mixtral-8x7b", "mi300x", 4),
-    ):
-        cm.evaluate(model, chip, batch=batch, context=1000 * batch)
+
+    def listener(name, *a, **k):
+        if name.endswith("jaxpr_trace_duration"):
+            traces.append(name)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        cm.evaluate("llama-3-8b", "h100-sxm", batch=1, context=1000)  # warm: may compile
+        before = len(traces)
+        for model, chip, batch in (
+            ("llama-2-7b", "a100-80gb-sxm", 7),
+            ("gemma-2-9b", "h200-sxm", 33),
+            ("mixtral-8x7b", "mi300x", 4),
+        ):
+            cm.evaluate(model, chip, batch=batch, context=1000 * batch)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
     assert len(traces) == before, "evaluate retraced for new values"
