@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
+import numpy as np
 
-from ._chip import DRAM, PIM, SRAM, Chip
+from ._chip import DRAM, PIM, SRAM, TIERS, Chip
 from ._cost import Cost, decode_cost
 from ._placement import CAPACITY_MARGIN, policy_placement
 from ._traffic import lower_traffic
@@ -63,23 +66,64 @@ instruction streams and whole-block rounding (an assumption: Groq's third-party
 576-chip estimate for Llama-2-70B leaves far more)."""
 
 
-def _chips_needed(stored: float, info: ChipInfo, tiers: list[int]) -> float:
+def tier_mask(tiers: list[int]) -> np.ndarray:
+    """A `[tiers]` 0/1 mask of the listed tier indices."""
+    return np.array([float(i in tiers) for i in range(len(TIERS))], np.float32)
+
+
+def size_system(stored, n_layers, capacity, max_chips, fast_tiers, all_tiers, sram_machine, chips=None):
+    """The system-sizing rules of `system_size`, traceable: jit- and vmap-safe.
+
+    Args:
+        stored: bytes the whole system stores (weights and KV cache), B.
+        n_layers: layers of the model.
+        capacity: `[tiers]` capacity of one chip, B.
+        max_chips: most chips the system may have.
+        fast_tiers, all_tiers: `[tiers]` 0/1 masks: the tiers the placement policy
+            fills first, and every tier it may use.
+        sram_machine: whether the chip is an SRAM machine (placement `sram`).
+        chips: a fixed number of chips, or None for the fewest that fit.
+
+    Returns:
+        (tensor_parallel, pipeline_parallel, fits), as arrays; `fits` is False when
+        `chips` is None and no system of at most `max_chips` chips holds `stored`.
+    """
+    capacity = jnp.asarray(capacity)
     # A hard placement leaves CAPACITY_MARGIN of SRAM and PIM free: size for what it uses.
-    usable = [1 - SRAM_RESERVE if i == SRAM else 1 - 2 * CAPACITY_MARGIN for i in range(3)]
-    per_chip = sum(float(info.chip.tiers.capacity[i]) * usable[i] for i in tiers)
-    return max(1, math.ceil(stored / per_chip * (1 + 1e-6))) if per_chip > 0 and math.isfinite(stored) else math.inf
+    usable = jnp.asarray([1 - SRAM_RESERVE, 1 - 2 * CAPACITY_MARGIN, 1 - 2 * CAPACITY_MARGIN], capacity.dtype)
+    sram_machine = jnp.asarray(sram_machine, bool)
+    if chips is None:
+
+        def need(mask):
+            per_chip = jnp.sum(capacity * usable * mask)
+            ok = per_chip > 0
+            n = jnp.ceil(stored / jnp.where(ok, per_chip, 1.0) * (1 + 1e-6))
+            return jnp.where(ok, jnp.maximum(n, 1.0), jnp.inf)
+
+        fast = need(fast_tiers)
+        in_fast = fast <= max_chips
+        n = jnp.where(in_fast, fast, need(all_tiers))
+        fits = n <= max_chips
+        n = jnp.clip(n, 1.0, max_chips)
+        # An SRAM machine that does not fit in SRAM spills to its DRAM like a GPU.
+        sram_machine = sram_machine & in_fast
+    else:
+        n = jnp.asarray(chips, capacity.dtype)
+        fits = jnp.asarray(True)
+    # A dataflow machine splits each layer over the fewest chips (a power of two, at
+    # most MAX_TENSOR_PARALLEL) whose SRAM holds the layer's share.
+    per_layer = stored / jnp.maximum(n_layers, 1.0)
+    layer_tp = jnp.asarray(1.0, capacity.dtype)
+    for _ in range(max(1, math.ceil(math.log2(MAX_TENSOR_PARALLEL)))):
+        grow = (layer_tp < MAX_TENSOR_PARALLEL) & (per_layer / layer_tp > capacity[SRAM])
+        layer_tp = jnp.where(grow, layer_tp * 2, layer_tp)
+    dataflow = sram_machine & (capacity[SRAM] > 0)
+    tp = jnp.minimum(n, jnp.where(dataflow, layer_tp, float(MAX_TENSOR_PARALLEL)))
+    return tp, jnp.ceil(n / tp), fits
 
 
-def _layer_tensor_parallel(info: ChipInfo, workload: Workload, per_chip: float) -> int:
-    """Chips one layer is split over on a dataflow machine: the fewest (a power of two,
-    at most `MAX_TENSOR_PARALLEL`) whose fast memory holds one layer's share of the
-    weights and KV cache."""
-    traffic = lower_traffic(workload)
-    per_layer = float(jnp.sum(traffic.stored_bytes)) / max(float(workload.model.n_layers), 1.0)
-    tp = 1
-    while tp < MAX_TENSOR_PARALLEL and per_layer / tp > per_chip:
-        tp *= 2
-    return tp
+_size_auto = jax.jit(functools.partial(size_system, chips=None))
+_size_fixed = jax.jit(size_system)
 
 
 def system_size(info: ChipInfo, workload: Workload, chips: int | None = None) -> tuple[int, int]:
@@ -97,29 +141,30 @@ def system_size(info: ChipInfo, workload: Workload, chips: int | None = None) ->
     is what sets a per-user rate of such a machine: a few hundred chips for a 70B model
     mean tens of hops per token, each paying `hop_latency`.
 
+    The rules are `size_system` (traceable, shared with the compiled sweep).
+
     Raises:
         InputError: if the workload fits on no system of at most `max_chips` chips.
     """
-    sram = info.placement == "sram"
-    if chips is None:
-        stored = float(jnp.sum(lower_traffic(workload).stored_bytes))
-        need = _chips_needed(stored, info, _FAST_TIERS[info.placement])
-        if need > info.max_chips:
-            need = _chips_needed(stored, info, _ALL_TIERS[info.placement])
-            sram = False
-        if need > info.max_chips:
-            raise InputError(
-                f"chip {info.name!r}: the model and KV cache need {stored / 1e9:.3g} GB, more than "
-                f"max_chips ({info.max_chips}) chips hold; pass --chips to force a size"
-            )
-        chips = int(need)
-    if chips < 1:
+    if chips is not None and chips < 1:
         raise InputError(f"chips = {chips!r}: expected a whole number >= 1")
-    if sram and float(info.chip.tiers.capacity[SRAM]) > 0:
-        tp = min(chips, _layer_tensor_parallel(info, workload, float(info.chip.tiers.capacity[SRAM])))
-    else:
-        tp = min(chips, MAX_TENSOR_PARALLEL)
-    return tp, math.ceil(chips / tp)
+    stored = jnp.sum(lower_traffic(workload).stored_bytes)
+    args = (
+        stored,
+        workload.model.n_layers,
+        info.chip.tiers.capacity,
+        float(info.max_chips),
+        tier_mask(_FAST_TIERS[info.placement]),
+        tier_mask(_ALL_TIERS[info.placement]),
+        info.placement == "sram",
+    )
+    tp, pp, fits = _size_auto(*args) if chips is None else _size_fixed(*args, float(chips))
+    if not bool(fits):
+        raise InputError(
+            f"chip {info.name!r}: the model and KV cache need {float(stored) / 1e9:.3g} GB, more than "
+            f"max_chips ({info.max_chips}) chips hold; pass --chips to force a size"
+        )
+    return int(tp), int(pp)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -73,12 +73,12 @@ import jax.tree_util as jtu
 import numpy as np
 
 from ._area import Technology, chip_from_area
-from ._chip import SRAM, TIERS, Chip, Tiers, make_chip
+from ._chip import TIERS, Chip, Tiers, make_chip
 from ._cost import BOUNDS, decode_cost
-from ._placement import CAPACITY_MARGIN, POLICIES
+from ._placement import POLICIES
 from ._traffic import lower_traffic
 from ._workload import PRECISIONS, Model, Scenario, Workload
-from .api import _ALL_TIERS, _FAST_TIERS, MAX_TENSOR_PARALLEL, SRAM_RESERVE, system_placement
+from .api import _ALL_TIERS, _FAST_TIERS, size_system, system_placement
 from .io import InputError, atomic_write, chip_info, formats, load_model, load_toml, tech_nodes, tech_preset
 
 
@@ -920,44 +920,19 @@ class Sweep:
         return out
 
     def _system_size(self, workload, traffic, chip, policy, max_chips, num):
-        """(tensor_parallel, pipeline_parallel, fits): `costmodel.api.system_size`, traced.
-
-        The same rules, written with `where` so that they run per config inside the
-        vmapped program (tests/test_sweep.py checks the two agree on preset grids):
-        with `chips = "auto"`, the fewest chips whose fast tiers (less the reserves a
-        hard placement keeps free) hold the model and cache, else all their tiers; an
-        SRAM machine that fits in SRAM is a dataflow pipeline whose layers are split
-        over the fewest power-of-two chips whose SRAM holds one layer's share.
-        """
-        cap = chip.tiers.capacity
-        usable = jnp.asarray([1 - SRAM_RESERVE, 1 - 2 * CAPACITY_MARGIN, 1 - 2 * CAPACITY_MARGIN], cap.dtype)
-        is_sram = jnp.asarray(np.array([p == "sram" for p in self.policies]))[policy]
-        stored = jnp.sum(traffic.stored_bytes)
-        if "chips" in self._axes or self.spec.base.get("chips") != "auto":
-            n = num("chips")
-            fits = jnp.asarray(True)
-        else:
-
-            def need(mask):
-                per_chip = jnp.sum(cap * usable * jnp.asarray(mask)[policy])
-                ok = per_chip > 0
-                n = jnp.ceil(stored / jnp.where(ok, per_chip, 1.0) * (1 + 1e-6))
-                return jnp.where(ok, jnp.maximum(n, 1.0), jnp.inf)
-
-            fast = need(self._fast)
-            in_fast = fast <= max_chips
-            n = jnp.where(in_fast, fast, need(self._all))
-            fits = n <= max_chips
-            n = jnp.clip(n, 1.0, max_chips)
-            is_sram = is_sram & in_fast
-        per_layer = stored / jnp.maximum(workload.model.n_layers, 1.0)
-        layer_tp = jnp.asarray(1.0)
-        for _ in range(max(1, math.ceil(math.log2(MAX_TENSOR_PARALLEL)))):
-            grow = (layer_tp < MAX_TENSOR_PARALLEL) & (per_layer / layer_tp > cap[SRAM])
-            layer_tp = jnp.where(grow, layer_tp * 2, layer_tp)
-        dataflow = is_sram & (cap[SRAM] > 0)
-        tp = jnp.minimum(n, jnp.where(dataflow, layer_tp, float(MAX_TENSOR_PARALLEL)))
-        return tp, jnp.ceil(n / tp), fits
+        """(tensor_parallel, pipeline_parallel, fits): `costmodel.api.size_system`, per
+        config inside the vmapped program (the rules `costmodel.evaluate` sizes with)."""
+        fixed = "chips" in self._axes or self.spec.base.get("chips") != "auto"
+        return size_system(
+            jnp.sum(traffic.stored_bytes),
+            workload.model.n_layers,
+            chip.tiers.capacity,
+            max_chips,
+            jnp.asarray(self._fast)[policy],
+            jnp.asarray(self._all)[policy],
+            jnp.asarray(np.array([p == "sram" for p in self.policies]))[policy],
+            num("chips") if fixed else None,
+        )
 
     # -- running --
 
