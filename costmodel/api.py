@@ -180,6 +180,20 @@ class Evaluation:
     tensor_parallel: int
     pipeline_parallel: int
 
+    def require_fit(self) -> Evaluation:
+        """This evaluation, if the model and KV cache fit the system.
+
+        Raises:
+            InputError: naming the chip, the system size and the overflow.
+        """
+        if not bool(self.cost.feasible):
+            over = float(self.cost.overflow_bytes) / 1e9
+            raise InputError(
+                f"chip {self.info.name!r} x {self.tensor_parallel * self.pipeline_parallel}: the model and KV cache "
+                f"do not fit ({over:.3g} GB per chip over capacity); use more --chips"
+            )
+        return self
+
 
 def evaluate(
     model: str | Model = "llama-3-8b",

@@ -128,12 +128,7 @@ def cmd_evaluate(args) -> int:
         placement=args.placement,
         framework=args.framework,
     )
-    record = cost_record(e)
-    if not record["feasible"]:
-        raise InputError(
-            f"chip {args.chip!r} x {record['chips']}: the model and KV cache do not fit "
-            f"({record['overflow_bytes_per_chip'] / 1e9:.3g} GB per chip over capacity); use more --chips"
-        )
+    record = cost_record(e.require_fit())
     mode = getattr(args, "mode", "peak")
     if mode == "sustained":
         import dataclasses

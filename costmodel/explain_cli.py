@@ -79,7 +79,6 @@ def _design(args):
 def cmd_explain(args) -> int:
     from .api import evaluate
     from .explain import explain
-    from .io import InputError
     from .report import dumps
 
     info, design, econ, note = _design(args)
@@ -93,11 +92,7 @@ def cmd_explain(args) -> int:
         kv=args.kv,
         chips=args.chips,
     )
-    if not bool(e.cost.feasible):
-        raise InputError(
-            f"chip {info.name!r} x {e.tensor_parallel * e.pipeline_parallel}: the model and KV cache do not fit; "
-            "use more --chips"
-        )
+    e.require_fit()
     x = explain(e.workload, e.chip, econ, policy=e.info.placement, mode=args.mode, area=design)
     s = e.workload.scenario
     record = {
