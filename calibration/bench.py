@@ -174,10 +174,11 @@ def device_description(device) -> str:
 
 
 def software_description() -> str:
-    import jax
-    import jaxlib
+    from importlib.metadata import version
 
-    parts = [f"jax {jax.__version__}", f"jaxlib {jaxlib.__version__}"]
+    import jax
+
+    parts = [f"jax {jax.__version__}", f"jaxlib {version('jaxlib')}"]
     try:
         import flax
 
@@ -207,12 +208,12 @@ def time_loop(
     """
     import jax
 
-    args = list(args)
+    state = list(args)
 
     def call(n):
-        out = jax.block_until_ready(fn(*args, n))
+        out = jax.block_until_ready(fn(*state, n))
         if carry:
-            args[len(args) - carry :] = list(out)
+            state[len(state) - carry :] = list(out)
 
     call(1)  # compile and warm up
     n = min_n
@@ -340,7 +341,7 @@ def run_bench(
     if "stream" in kinds:
         for size in p.stream_sizes:
 
-            def t(size=size):
+            def t_stream(size=size):
                 cols = 1024
                 x = put(jnp.ones((size // 4 // cols, cols), jnp.float32))
                 med, iqr, _ = time_loop(stream, (x,), reps_pp, p.target_seconds)
@@ -359,7 +360,7 @@ def run_bench(
                     "spread_seconds": iqr,
                 }
 
-            add(f"stream {size / MB:.3g} MiB", t)
+            add(f"stream {size / MB:.3g} MiB", t_stream)
 
     def matmul_task(kind, m, k, n, dt):
         def t():
@@ -425,7 +426,7 @@ def run_bench(
         hd = p.head_dim
         for batch, context, h, kvh in p.attention:
 
-            def t(batch=batch, context=context, h=h, kvh=kvh):
+            def t_attention(batch=batch, context=context, h=h, kvh=kvh):
                 q = put(jax.random.normal(key, (batch * kvh, h // kvh, hd), jnp.float32))
                 kc = put(jax.random.normal(jax.random.fold_in(key, 2), (batch * kvh, hd, context), jnp.float32))
                 vc = put(jax.random.normal(jax.random.fold_in(key, 3), (batch * kvh, context, hd), jnp.float32))
@@ -447,13 +448,13 @@ def run_bench(
                     "spread_seconds": iqr,
                 }
 
-            add(f"attention b{batch} t{context} h{h}/{kvh}", t)
+            add(f"attention b{batch} t{context} h{h}/{kvh}", t_attention)
 
     if "decode_step" in kinds:
         for cfg in p.decode_models:
             for batch, context in p.decode_points:
 
-                def t(cfg=cfg, batch=batch, context=context):
+                def t_decode(cfg=cfg, batch=batch, context=context):
                     with jax.default_device(device):
                         model, params, tokens, kc, vc = transformer.init(cfg, batch, context)
                         run = transformer.decode_loop(model)
@@ -481,7 +482,7 @@ def run_bench(
                         "spread_seconds": iqr,
                     }
 
-                add(f"decode {cfg.name} b{batch} t{context}", t)
+                add(f"decode {cfg.name} b{batch} t{context}", t_decode)
 
     # Every point is measured in `passes` passes over all points, each in a new
     # shuffled order, and its median is over the repetitions of all passes: on a

@@ -2,31 +2,37 @@
 
 The parameters (`Knobs`) are the effective bandwidths of the on-chip tier (SRAM; the
 last-level cache on a CPU) and of DRAM, the on-chip capacity and the sharpness of its
-knee, per-tier latencies, the per-kernel launch overhead, the effective FLOP rate per
-precision, the fraction of it that attention kernels reach and that the cores sustain
-on operands streamed from DRAM, and the overlap exponent of the channel p-norm, stored
-as logs (rates, sizes, times) or logits (the two fractions). Which
-of them are trained is chosen by a filter spec (`eqx.partition` / `eqx.combine`); the
-plain roofline baseline is the same model with the cache switched off, latencies and
-overheads at zero, a near-max overlap and only one bandwidth and one FLOP rate
-trained.
+knee, an inner cache level (capacity, knee, speed-up), per-kernel latencies and launch
+overhead, the effective FLOP rate per precision, the fraction of it that attention
+kernels reach, the matmuls' Hockney n½ (`Chip.half_rate_rows`), the fraction of the
+FLOP rate the cores sustain on operands streamed from DRAM, the speed-up of a
+single-array microbenchmark over a pass over distinct tensors, and the overlap exponent
+of the channel p-norm; stored as logs (rates, sizes, times) or logits (fractions).
+Which of them are trained is chosen by a filter spec (`eqx.partition` /
+`eqx.combine`); the plain roofline baseline is the same model with the cache switched
+off, latencies and overheads at zero, the kernel knobs neutral, a near-max overlap and
+only one bandwidth and one FLOP rate trained.
 
 Predictions reuse the core:
 
 * a `decode_step` row becomes a `costmodel.Workload` (the measured model's
   dimensions, the row's batch, context and formats) and is priced by
-  `costmodel.decode_cost` on `to_chip(knobs)`, with every block class held in the
-  on-chip tier for the fraction `hit(S)` of the step's stored bytes `S` that the
-  cache keeps, the rest in DRAM;
-* a microbenchmark row (one kernel of `bytes` moved, `working_set` resident, `flops`)
-  goes through the same channels: `hit(S)` of the bytes from the on-chip tier and the
-  rest from DRAM, compute at the FLOP rate of its precision (times the attention
-  efficiency for an attention kernel, over the DRAM feed for the operands from DRAM),
-  combined with
-  `costmodel.p_norm` at the chip's overlap, plus one latency and one kernel overhead.
+  `costmodel.decode_cost` on `to_chip(knobs, S)` (the on-chip bandwidth and latency
+  that the step's stored bytes `S` see, inner level included), with every block class
+  held in the on-chip tier for the fraction `hit(S)` that the cache keeps, the rest in
+  DRAM;
+* a microbenchmark row (`kernels` kernel calls moving `bytes`, `working_set`
+  resident, `flops` at `m` rows per operand element) goes through the same channels:
+  `hit(S)` of the bytes from the on-chip tier and the rest from DRAM (a single-array
+  row, `kernels` = 1, at the hot-array speed-up), compute at the FLOP rate of its
+  precision times the Hockney factor (times the attention efficiency for an
+  attention kernel, over the DRAM feed for the operands from DRAM), combined with
+  `costmodel.p_norm` at the chip's overlap, plus `kernels` x (latency + launch
+  overhead).
 
-The loss is the mean squared log error (so every point weighs by its relative error),
-minimised with optax (Adam, then L-BFGS). The parameter uncertainty is the Gauss-Newton
+The loss is the mean squared log error (so every point weighs by its relative error)
+plus a weak prior towards the starting point, minimised with optax (Adam from a few
+starts in one `vmap`, then L-BFGS). The parameter uncertainty is the Gauss-Newton
 covariance `s² H⁻¹` of the log parameters, with `H` the Hessian of half the summed
 squared log residuals and `s²` their variance.
 """
@@ -87,8 +93,9 @@ class Knobs(eqx.Module):
             distinct tensors, so the chip file carries the distinct-tensor rates.
         logit_attention_efficiency: the FLOP rate of decode-attention kernels over that
             of matmuls (`Chip.attention_efficiency`), logit of a fraction.
-        log_half_rate_rows: rows per operand element at which a matmul reaches half
-            its FLOP rate (`Chip.half_rate_rows`), log 1.
+        log_half_rate_rows: Hockney's n½ of the matmuls, in rows per operand element
+            (`Chip.half_rate_rows`: a matmul with m rows runs at
+            `m / (m + n½ (1 - 1/m))` of the FLOP rate), log 1.
         logit_dram_feed: the FLOP rate the cores sustain on operands streamed from
             DRAM over that on operands in cache (`Tiers.compute_feed` of DRAM), logit
             of a fraction.
@@ -147,7 +154,10 @@ def _short(name: str) -> str:
 def _to_knob(name: str, value):
     """A SI value (or fraction) as the knob stores it: a log, or a logit."""
     x = jnp.asarray(value, dtype=float)
-    return jnp.log(x / (1.0 - x)) if name.startswith("logit_") else jnp.log(x)
+    if name.startswith("logit_"):
+        x = jnp.clip(x, 1e-9, 1.0 - 1e-9)  # a fraction of exactly 0 or 1: a finite logit
+        return jnp.log(x / (1.0 - x))
+    return jnp.log(x)
 
 
 def _from_knob(name: str, stored):
@@ -400,6 +410,8 @@ def initial_knobs(rows: list[dict]) -> Knobs:
     flops = [r["flops"] / r["seconds"] for r in micro if r["kind"] == "gemm"]
     fast = float(np.percentile(rate, 90)) if rate else 100e9
     slow = float(np.median(big)) if big else fast / 3
+    has_chains = any(r.get("kernels", 1.0) > 1 for r in micro)
+    has_attention = any(r["kind"] == "attention_decode" for r in micro)
     return make_knobs(
         sram_capacity=32e6,
         knee=1.5,
@@ -414,8 +426,11 @@ def initial_knobs(rows: list[dict]) -> Knobs:
         inner_capacity=1e6,
         inner_knee=4.0,
         inner_speedup_m1=1.0,
-        hot_speedup_m1=0.3,
-        attention_efficiency=0.5,
+        # Neutral where the trace cannot see them (`full_spec` leaves them untrained):
+        # no hot-array speed-up without GEMV chains, attention at the matmul rate
+        # without attention kernels.
+        hot_speedup_m1=0.3 if has_chains else 1e-9,
+        attention_efficiency=0.5 if has_attention else 1.0,
         half_rate_rows=1.0,
         dram_feed=0.5,
     )
@@ -586,10 +601,12 @@ def fit_knobs(
 
     # Adam from several starts at once (vmapped): the knee and overlap knobs trade off
     # and one start can settle in a local minimum. The best start goes on to L-BFGS.
-    starts = _starts(train)
-    ends, losses = jax.vmap(run_adam)(starts)
-    best = int(jnp.nanargmin(jnp.where(jnp.isfinite(losses[:, -1]), losses[:, -1], jnp.inf)))
-    train = jtu.tree_map(lambda x: x[best], ends)
+    if any(getattr(train, name) is not None for name in START_OFFSETS):
+        ends, losses = jax.vmap(run_adam)(_starts(train))
+        best = int(jnp.nanargmin(jnp.where(jnp.isfinite(losses[:, -1]), losses[:, -1], jnp.inf)))
+        train = jtu.tree_map(lambda x: x[best], ends)
+    else:  # none of the knobs the starts differ in is trained: one start
+        train, _ = run_adam(train)
     lbfgs = optax.lbfgs()
 
     @jax.jit

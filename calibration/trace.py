@@ -20,9 +20,11 @@ and, by kind:
   `data/formats.toml`: f32, bf16, ...), `bytes` (bytes moved per call, B),
   `working_set` (bytes the call keeps resident, B), `flops` (FLOP per call; 0 for a
   stream); optional `kernels` (distinct kernel calls per call, default 1: a chain of
-  GEMVs over `kernels` different matrices, each streamed once per call); shapes for
-  the record: `m`, `k`, `n` (GEMV/GEMM: `[m, k] @ [k, n]`, per matrix) and
-  `batch`, `context`, `n_heads`, `n_kv_heads`, `head_dim` (attention).
+  GEMVs over `kernels` different matrices, each streamed once per call); shapes: `m`,
+  `k`, `n` (GEMV/GEMM: `[m, k] @ [k, n]`, per matrix; `m` is required for a GEMM and
+  used by the fit, the rows sharing each weight) and `batch`, `context`, `n_heads`,
+  `n_kv_heads`, `head_dim` (attention; the query heads per KV head are used by the
+  fit, 1 when not given).
 * `decode_step`: the model's dimensions (`n_layers`, `d_model`, `n_heads`,
   `n_kv_heads`, `head_dim`, `d_ff`, `vocab`; optional `ffn_matrices` (3), and
   `tied_embeddings` (0)), the scenario (`batch`, `context`) and the formats `weights`
@@ -136,6 +138,8 @@ def validate_row(raw: dict, where: str, known_formats: set[str]) -> dict:
         for col in SHAPES:
             if col in raw and not _is_blank(raw[col]):
                 row[col] = _number(raw[col], where, col, "positive")
+        if kind == "gemm" and "m" not in row:
+            raise InputError(f"{where}: kind 'gemm' needs column 'm' (rows of the left operand, a number)")
     else:
         need(("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab", "batch"), "count")
         need(("context",), "nonneg")

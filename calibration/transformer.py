@@ -13,6 +13,7 @@ weights once and the whole KV cache once, as the cost model assumes.
 from __future__ import annotations
 
 import dataclasses
+from typing import cast
 
 import flax.linen as nn
 import jax
@@ -115,7 +116,7 @@ def decode_loop(model: Decoder):
 
         def step(i, carry):
             tok, kc, vc = carry
-            logits, kc, vc = model.apply(params, tok, kc, vc, i % context)
+            logits, kc, vc = cast(tuple, model.apply(params, tok, kc, vc, i % context))
             return jnp.argmax(logits, axis=-1).astype(tok.dtype), kc, vc
 
         return jax.lax.fori_loop(0, n, step, (tokens, k_caches, v_caches))

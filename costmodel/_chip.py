@@ -5,10 +5,12 @@ plain DRAM/HBM. A tier with zero capacity is simply absent. All fields are SI
 (bytes, s, J, W, B/s, FLOP/s); conversions from datasheet units live in `costmodel.io`.
 """
 
+from collections.abc import Sequence
+
 import equinox as eqx
 import jax.numpy as jnp
 
-from ._custom_types import PerPrecision, PerTier, RealScalarLike, Scalar
+from ._custom_types import PerPrecision, PerTier, PerTierLike, RealScalarLike, Scalar
 
 
 TIERS = ("sram", "pim", "dram")
@@ -27,7 +29,9 @@ class Tiers(eqx.Module):
         compute_feed: fraction of the compute die's FLOP rate sustained on operands
             streamed from the tier, in (0, 1]: 1 where the kernels hide the stream
             behind the math (an accelerator's DMA engines), below 1 where the cores
-            stall on it (a CPU core multiplying weights that arrive from DRAM).
+            stall on it (a CPU core multiplying weights that arrive from DRAM). The
+            on-chip tier's is taken as at least DRAM's; PIM's is unused (PIM-held
+            FLOPs run in the PIM units).
     """
 
     capacity: PerTier
@@ -125,31 +129,31 @@ class Chip(eqx.Module):
 
 def make_chip(
     *,
-    capacity: tuple[RealScalarLike, RealScalarLike, RealScalarLike],
-    bandwidth: tuple[RealScalarLike, RealScalarLike, RealScalarLike],
-    peak_flops: RealScalarLike | tuple,
-    latency=(0.0, 0.0, 0.0),
-    energy_per_byte=(0.0, 0.0, 0.0),
-    efficiency=(1.0, 1.0, 1.0),
-    compute_feed=(1.0, 1.0, 1.0),
-    pim_bandwidth=0.0,
-    pim_flops=0.0,
-    pim_energy_per_byte=0.0,
-    pim_serial=0.0,
-    compute_efficiency=1.0,
-    attention_efficiency=1.0,
-    half_rate_rows=0.0,
-    energy_per_flop=0.0,
-    static_power=0.0,
-    power_cap=1e9,
-    kernel_overhead=0.0,
-    link_bandwidth=0.0,
-    link_latency=0.0,
-    hop_latency=0.0,
-    overlap=64.0,
-    tensor_parallel=1,
-    pipeline_parallel=1,
-    area=0.0,
+    capacity: PerTierLike,
+    bandwidth: PerTierLike,
+    peak_flops: RealScalarLike | Sequence[RealScalarLike],
+    latency: PerTierLike = (0.0, 0.0, 0.0),
+    energy_per_byte: PerTierLike = (0.0, 0.0, 0.0),
+    efficiency: PerTierLike = (1.0, 1.0, 1.0),
+    compute_feed: PerTierLike = (1.0, 1.0, 1.0),
+    pim_bandwidth: RealScalarLike = 0.0,
+    pim_flops: RealScalarLike = 0.0,
+    pim_energy_per_byte: RealScalarLike = 0.0,
+    pim_serial: RealScalarLike = 0.0,
+    compute_efficiency: RealScalarLike = 1.0,
+    attention_efficiency: RealScalarLike = 1.0,
+    half_rate_rows: RealScalarLike = 0.0,
+    energy_per_flop: RealScalarLike | Sequence[RealScalarLike] = 0.0,
+    static_power: RealScalarLike = 0.0,
+    power_cap: RealScalarLike = 1e9,
+    kernel_overhead: RealScalarLike = 0.0,
+    link_bandwidth: RealScalarLike = 0.0,
+    link_latency: RealScalarLike = 0.0,
+    hop_latency: RealScalarLike = 0.0,
+    overlap: RealScalarLike = 64.0,
+    tensor_parallel: RealScalarLike = 1,
+    pipeline_parallel: RealScalarLike = 1,
+    area: RealScalarLike = 0.0,
 ) -> Chip:
     """Builds a `Chip` from plain numbers (SI units).
 

@@ -204,7 +204,10 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     # The compute die does the FLOPs on the bytes SRAM and DRAM stream to it, each at
     # the rate it sustains on operands from that tier (`compute_feed`).
     feed = jnp.maximum(tiers.compute_feed, FEED_FLOOR)
-    host_work = held[:, SRAM] / feed[SRAM] + held[:, DRAM] / feed[DRAM]
+    # On-chip operands never feed the cores slower than DRAM ones (else more SRAM could
+    # slow a step).
+    on_chip_feed = jnp.maximum(feed[SRAM], feed[DRAM])
+    host_work = held[:, SRAM] / on_chip_feed + held[:, DRAM] / feed[DRAM]
     compute_seconds = jnp.sum(_time(host_work * traffic.flops / tp, peak))
 
     # PIM that shares the DRAM channels runs serially with normal DRAM reads.

@@ -1,5 +1,6 @@
 """Type aliases shared by the core (shapes are named in the annotations)."""
 
+from collections.abc import Sequence
 from typing import TypeAlias
 
 import numpy as np
@@ -8,6 +9,8 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 RealScalarLike: TypeAlias = float | int | np.floating | np.integer | ArrayLike
 IntScalarLike: TypeAlias = int | np.integer | ArrayLike
+PerTierLike: TypeAlias = Sequence[RealScalarLike] | ArrayLike
+"""One value per tier: a sequence of three numbers, or an array whose last axis is 3."""
 Scalar: TypeAlias = Float[Array, ""]
 IntScalar: TypeAlias = Int[Array, ""]
 BoolScalar: TypeAlias = Bool[Array, ""]

@@ -102,6 +102,7 @@ def die_yield(area: RealScalarLike, defect_density: RealScalarLike, alpha: RealS
         defect_density: D0, defects per m².
         alpha: clustering parameter (3 in LLMCompass).
     """
+    area, defect_density, alpha = (jnp.asarray(x) for x in (area, defect_density, alpha))
     return (1.0 + area * defect_density / alpha) ** (-alpha)
 
 

@@ -252,6 +252,7 @@ def evaluate(
         for key, value in (("tensor_parallel", tensor_parallel), ("pipeline_parallel", pipeline_parallel)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"{key} = {value!r}: expected a whole number >= 1")
+        assert pipeline_parallel is not None  # both or neither, checked above
         tp, pp = tensor_parallel, pipeline_parallel
     else:
         tp, pp = system_size(info, workload, chips)

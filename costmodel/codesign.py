@@ -21,6 +21,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 import equinox as eqx
 import jax
@@ -125,6 +126,10 @@ def design_chip(problem: Problem, area_logits) -> Chip:
         link_bandwidth=ref.link_bandwidth,
         link_latency=ref.link_latency,
         hop_latency=ref.hop_latency,
+        # The kernel efficiencies of the system's compute die (a calibrated chip's).
+        attention_efficiency=ref.attention_efficiency,
+        half_rate_rows=ref.half_rate_rows,
+        tiers=chip.tiers.replace(compute_feed=ref.tiers.compute_feed),
     )
 
 
@@ -171,8 +176,9 @@ def evaluate_design(problem: Problem, area_logits, placements):
 
 
 class _Params(eqx.Module):
-    area_logits: jax.Array  # [parts]
-    placement_logits: jax.Array  # [points, classes, tiers]
+    # Arrays; the same structure with strings labels the parts for optax.multi_transform.
+    area_logits: Any  # [parts]
+    placement_logits: Any  # [points, classes, tiers]
 
 
 def _loss(params: _Params, problem: Problem, temperature, penalty):
@@ -263,10 +269,10 @@ def optimize(
                 "placement": optax.adam(placement_lr, b2=0.9),
                 "frozen": optax.set_to_zero(),
             },
-            labels,
+            cast(Any, labels),
         ),
     )
-    state = jax.vmap(opt.init)(params)
+    state = jax.vmap(opt.init)(cast(Any, params))  # an equinox pytree; optax types plain ones
     t_start, t_end = temperature
     taus = t_start * (t_end / t_start) ** (jnp.arange(steps) / max(steps - 1, 1))
     history = []

@@ -139,6 +139,7 @@ def run_optimize(args, progress=None) -> dict[str, Any]:
 
     problem, names = build_problem(args)
     result = codesign.optimize(problem, restarts=args.restarts, steps=args.steps, seed=args.seed, progress=progress)
+    rounded = result.objective if result.rounded_objective is None else result.rounded_objective
     report: dict[str, Any] = {
         "objective_name": args.objective,
         "objective_units": UNITS[args.objective],
@@ -150,8 +151,8 @@ def run_optimize(args, progress=None) -> dict[str, Any]:
         "soft_objective": result.soft_objective,
         # Hardening alone: the rounded, capacity-repaired soft placement (before the
         # policy polish, whose gain is reported on its own).
-        "soft_to_hard_gap": result.rounded_objective / result.soft_objective - 1.0,
-        "polish_gain": result.objective / result.rounded_objective - 1.0,
+        "soft_to_hard_gap": rounded / result.soft_objective - 1.0,
+        "polish_gain": result.objective / rounded - 1.0,
         "rounded_objective": result.rounded_objective,
         "polished_by": result.polished_by,
         "feasible": result.feasible,

@@ -52,7 +52,7 @@ def economics_table(node: str) -> dict[str, float]:
     return {**picked, **{k: v for k, v in cost.items() if k in _COST_FIELDS}}
 
 
-def economics_preset(node: str = "N5", **overrides: float) -> Economics:
+def economics_preset(node: str = "N5", **overrides: float | None) -> Economics:
     """`Economics` of a process node from `data/tech.toml`, with optional overrides.
 
     Args:

@@ -43,6 +43,7 @@ import numpy as np
 from ._area import AREA_PARTS, Technology, chip_from_area, fixed_area
 from ._chip import DRAM, PIM, SRAM, TIERS, Chip
 from ._cost import BOUNDS, Cost, decode_cost
+from ._custom_types import RealScalarLike
 from ._economics import Economics, TokenCost, token_cost
 from ._placement import policy_placement
 from ._power import sustained_cost
@@ -81,7 +82,7 @@ class AreaDesign(eqx.Module):
 
     tech: Technology
     parts: Any
-    n_stacks: float = 5.0
+    n_stacks: RealScalarLike = 5.0
     options: dict = eqx.field(default_factory=dict)
     links: tuple = (450e9, 8e-6, 3e-6)
 

@@ -387,9 +387,8 @@ def chip_from_table(t: dict[str, Any], where: str, name: str) -> ChipInfo:
     ):
         if key not in t:
             continue
-        optional = {"compute_feed": "fraction"}
-        if key == "pim":
-            optional["serial_with_dram"] = "unit"
+        # PIM-held FLOPs run in the PIM units: a compute feed there would do nothing.
+        optional = {"serial_with_dram": "unit"} if key == "pim" else {"compute_feed": "fraction"}
         tier, cap[i] = _tier(t[key], f"{where}.{key}", fields, cap_key, scale, optional)
         bw[i] = tier["bandwidth_GBps"] * 1e9
         lat[i] = tier["latency_ns"] * 1e-9

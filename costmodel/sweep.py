@@ -185,7 +185,7 @@ def _chip_fields() -> dict[str, tuple[tuple[str, ...], int | None, str]]:
     paths = [("tiers", f.name) for f in dataclasses.fields(Tiers)]
     paths += [(f.name,) for f in dataclasses.fields(Chip) if f.name != "tiers"]
     for path in paths:
-        leaf = sample
+        leaf: Any = sample
         for part in path:
             leaf = getattr(leaf, part)
         kind = kinds.get(path[-1], "nonneg")
@@ -593,10 +593,11 @@ def permute(index: jax.Array, n: int, keys: jax.Array | Sequence[int]) -> jax.Ar
     """
     assert 1 <= n <= MAX_CONFIGS, n
     x = jnp.asarray(index, jnp.uint32)
-    keys = np.asarray(keys, np.uint64).astype(np.uint32)
-    assert keys.shape == x.shape[:-1], (keys.shape, x.shape)
+    keys32 = np.asarray(keys, np.uint64).astype(np.uint32)
+    assert keys32.shape == x.shape[:-1], (keys32.shape, x.shape)
     rounds = [
-        jnp.asarray(np.vectorize(lambda k, r=r: _key(int(k), r), otypes=[np.uint32])(keys))[..., None] for r in range(4)
+        jnp.asarray(np.vectorize(lambda k, r=r: _key(int(k), r), otypes=[np.uint32])(keys32))[..., None]
+        for r in range(4)
     ]
     a, b = _radices(n)
 
@@ -660,7 +661,7 @@ def _take(tree: Any, i) -> Any:
 
 
 def _set_field(chip: Chip, path: tuple[str, ...], index: int | None, value) -> Chip:
-    def get(c):
+    def get(c) -> Any:
         for part in path:
             c = getattr(c, part)
         return c

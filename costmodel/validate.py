@@ -335,7 +335,7 @@ def prepare(row: Row) -> tuple[Prepared, ChipInfo]:
     model = load_model(row.model)
     scenario = make_scenario(batch=row.batch, context=row.context, weights=row.weights, kv=row.kv)
     workload = Workload(model, scenario)
-    if row.tensor_parallel is not None:
+    if row.tensor_parallel is not None and row.pipeline_parallel is not None:
         tp, pp = row.tensor_parallel, row.pipeline_parallel
     else:
         tp, pp = system_size(info, workload)
@@ -453,7 +453,8 @@ def fit_framework(
     mask = jnp.asarray([1.0 if k in fit else 0.0 for k in MULTIPLIERS], dtype=float)
     params, history = _fit(stacked, measured, weight, mask, steps, learning_rate, ridge)
     del history
-    return tuple(float(x) for x in jnp.exp(params))
+    a, b, c, d = (float(x) for x in jnp.exp(params))
+    return a, b, c, d
 
 
 @eqx.filter_jit
@@ -575,7 +576,7 @@ def parity_plot(results: list[Result], path: Path | str) -> None:
             sel = [r for r in results if r.row.group == group and r.row.status == status]
             if not sel:
                 continue
-            style = {"color": colors[group]} if status == "reference" else {"edgecolors": colors[group]}
+            style: dict[str, Any] = {"color": colors[group]} if status == "reference" else {"edgecolors": colors[group]}
             if status == "fit":
                 style["facecolors"] = "none"
             elif status == "test":

@@ -71,7 +71,7 @@ def _decode_row(d_model=256, batch=1, context=256, seconds=1e-3):
 
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
 def test_trace_round_trip(tmp_path, suffix):
-    rows = [_micro_row("stream", 4 * MB, 2 * MB), _micro_row("gemm", 1e6, 1e9, dtype="bf16"), _decode_row()]
+    rows = [_micro_row("stream", 4 * MB, 2 * MB), _micro_row("gemm", 1e6, 1e9, dtype="bf16", m=8.0), _decode_row()]
     path = save_trace(rows, tmp_path / f"t{suffix}")
     back = load_trace(path)
     assert [r["kind"] for r in back] == ["stream", "gemm", "decode_step"]
@@ -278,7 +278,7 @@ def test_decode_prediction_is_the_core():
 
 def test_loss_gradients_finite_and_match_finite_differences(x64):
     rows = [_micro_row("stream", s, s / 2, seconds=s / 20e9) for s in (1e4, 1e6, 1e8, 1e9)]
-    rows += [_micro_row("gemm", 3e6, 2e9, seconds=0.05), _decode_row(seconds=2e-3)]
+    rows += [_micro_row("gemm", 3e6, 2e9, seconds=0.05, m=8.0), _decode_row(seconds=2e-3)]
     data = F.make_dataset(rows)
     meas = jnp.asarray(data.measured)
     k = _knobs()

@@ -176,3 +176,21 @@ def test_hockney_fraction():
     assert float(cm.hockney(jnp.asarray(1.0), 4.0)) == 1.0  # a GEMV runs at the full rate
     assert float(cm.hockney(jnp.asarray(8.0), 0.0)) == 1.0
     assert float(cm.hockney(jnp.asarray(0.0), 2.0)) == 1.0  # no rows: no FLOPs to slow
+
+
+def test_on_chip_operands_never_feed_slower_than_dram():
+    """A chip file may say the SRAM feed is below DRAM's; the core takes the on-chip feed
+    as at least DRAM's, so more SRAM capacity still never slows a step."""
+    w = cm.Workload(cm.model_preset("llama-3-8b"), cm.Scenario(batch=64, context=2048))
+    times = []
+    for cap in (1e6, 1e9, 20e9):
+        chip = cm.make_chip(
+            capacity=(cap, 0, 80e9),
+            bandwidth=(10e12, 0, 3e12),
+            peak_flops=100e12,
+            compute_feed=(0.3, 1.0, 0.8),
+            overlap=1.0,
+        )
+        placement = cm.policy_placement("sram", cm.lower_traffic(w), chip)
+        times.append(float(cm.decode_cost(w, chip, placement).seconds_per_step))
+    assert times[0] >= times[1] >= times[2], times
