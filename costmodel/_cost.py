@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from ._chip import DRAM, PIM, SRAM, Chip
-from ._custom_types import BoolScalar, IntScalar, PerTier, PlacementMatrix, Scalar
+from ._custom_types import BoolScalar, IntScalar, PerClass, PerTier, PlacementMatrix, Scalar
 from ._traffic import IS_KV, Traffic, lower_traffic
 from ._workload import Workload
 
@@ -131,6 +131,27 @@ def hockney(rows, half_rate_rows):
     return jnp.where(ok, m / (m + half_rate_rows * jnp.clip(1.0 - 1.0 / m, 0.0, 1.0)), 1.0)
 
 
+def class_flop_rates(workload: Workload, traffic: Traffic, chip: Chip) -> PerClass:
+    """FLOP/s one chip's compute die reaches on each block class's FLOPs, operands on chip:
+    peak of the class's precision x compute efficiency x attention efficiency (KV
+    classes) x the Hockney factor of the class's rows per operand element."""
+    s = workload.scenario
+    is_kv = jnp.asarray(IS_KV)
+    kernel = jnp.where(is_kv, chip.attention_efficiency, 1.0)
+    # Rows sharing each operand element: 2 FLOPs per row per element read.
+    element_bytes = jnp.where(is_kv, s.kv_bytes, s.weight_bytes)
+    rows = traffic.intensity * element_bytes / 2.0
+    peak = chip.peak_flops[traffic.precision.astype(jnp.int32)]
+    return peak * chip.compute_efficiency * kernel * hockney(rows, chip.half_rate_rows)
+
+
+def effective_feed(chip: Chip) -> PerTier:
+    """`Tiers.compute_feed` as `decode_cost` applies it: floored, and on chip never below
+    DRAM's (else more SRAM could slow a step)."""
+    feed = jnp.maximum(chip.tiers.compute_feed, FEED_FLOOR)
+    return feed.at[SRAM].set(jnp.maximum(feed[SRAM], feed[DRAM]))
+
+
 def _kept(demand, capacity):
     """Fraction of a tier's demand that fits (1 when it all does)."""
     # Floored at one byte: a demand of 1e-30 B (a saturated softmax) over a capacity
@@ -195,19 +216,11 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     tier_seconds = stream.at[PIM].set(pim_time)
 
     precision = traffic.precision.astype(jnp.int32)
-    is_kv = jnp.asarray(IS_KV)
-    kernel = jnp.where(is_kv, chip.attention_efficiency, 1.0)
-    # Rows sharing each operand element: 2 FLOPs per row per element read.
-    element_bytes = jnp.where(is_kv, s.kv_bytes, s.weight_bytes)
-    rows = traffic.intensity * element_bytes / 2.0
-    peak = chip.peak_flops[precision] * chip.compute_efficiency * kernel * hockney(rows, chip.half_rate_rows)
+    peak = class_flop_rates(workload, traffic, chip)
     # The compute die does the FLOPs on the bytes SRAM and DRAM stream to it, each at
     # the rate it sustains on operands from that tier (`compute_feed`).
-    feed = jnp.maximum(tiers.compute_feed, FEED_FLOOR)
-    # On-chip operands never feed the cores slower than DRAM ones (else more SRAM could
-    # slow a step).
-    on_chip_feed = jnp.maximum(feed[SRAM], feed[DRAM])
-    host_work = held[:, SRAM] / on_chip_feed + held[:, DRAM] / feed[DRAM]
+    feed = effective_feed(chip)
+    host_work = held[:, SRAM] / feed[SRAM] + held[:, DRAM] / feed[DRAM]
     compute_seconds = jnp.sum(_time(host_work * traffic.flops / tp, peak))
 
     # PIM that shares the DRAM channels runs serially with normal DRAM reads.
