@@ -160,14 +160,10 @@ def _print_evaluation(r) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from .report import si
+    from .report import headline, si
 
     console = Console()
-    console.print(
-        f"[bold]{r['model']}[/] on [bold]{r['chip']}[/] x{r['chips']} "
-        f"(TP {r['tensor_parallel']}, PP {r['pipeline_parallel']}), batch {r['batch']:g}, "
-        f"context {r['context']:g}, placement {r['placement_policy']}"
-    )
+    console.print(headline(r, r["chip"], f"placement {r['placement_policy']}"))
     t = Table("figure", "value")
     t.add_row("time per step", si(r["seconds_per_step"], "s"))
     t.add_row("tokens/s (all sequences)", f"{r['tokens_per_second']:.4g}")

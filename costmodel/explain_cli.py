@@ -118,14 +118,10 @@ def _print(r) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from .report import si
+    from .report import headline, si
 
     console = Console()
-    console.print(
-        f"[bold]{r['model']}[/] on [bold]{r['label'] or r['chip']}[/] x{r['chips']} "
-        f"(TP {r['tensor_parallel']}, PP {r['pipeline_parallel']}), batch {r['batch']:g}, context {r['context']:g}, "
-        f"placement {r['policy']}, {r['mode']} mode"
-    )
+    console.print(headline(r, r["label"] or r["chip"], f"placement {r['policy']}", f"{r['mode']} mode"))
     t = Table("figure", "value")
     t.add_row("time per token (one sequence)", si(r["seconds_per_token"], "s"))
     t.add_row("tokens/s (all sequences)", f"{r['tokens_per_second']:.4g}")

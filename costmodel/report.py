@@ -79,5 +79,17 @@ def si(x: float, unit: str) -> str:
     return f"{x:.3g} {unit}"
 
 
+def headline(r: dict[str, Any], chip: str, *extra: str) -> str:
+    """The first line `evaluate` and `explain` print: model, system, scenario, extras."""
+    parts = [
+        f"[bold]{r['model']}[/] on [bold]{chip}[/] x{r['chips']} (TP {r['tensor_parallel']}, "
+        f"PP {r['pipeline_parallel']})",
+        f"batch {r['batch']:g}",
+        f"context {r['context']:g}",
+        *extra,
+    ]
+    return ", ".join(parts)
+
+
 def dumps(record: Any) -> str:
     return json.dumps(record, indent=2, sort_keys=False)
