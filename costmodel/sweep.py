@@ -678,7 +678,8 @@ class Sweep:
         spec: the validated spec.
         chunk: configs per compiled call (default: the spec's).
         devices: devices to shard each chunk over (default `jax.local_devices()`).
-        compiler_options: XLA options of its programs (default `COMPILER_OPTIONS`).
+        compiler_options: XLA options of its programs (default `COMPILER_OPTIONS` on CPU
+            devices, none on others).
 
     Examples:
         >>> import costmodel.sweep as sw
@@ -720,7 +721,10 @@ class Sweep:
         chunk_fn = jax.shard_map(
             self._chunk_slice, mesh=mesh, in_specs=PartitionSpec(), out_specs=PartitionSpec("configs"), check_vma=False
         )
-        options = dict(COMPILER_OPTIONS if compiler_options is None else compiler_options)
+        if compiler_options is None:  # the defaults are XLA:CPU options: none elsewhere
+            on_cpu = all(d.platform == "cpu" for d in self.devices)
+            compiler_options = COMPILER_OPTIONS if on_cpu else {}
+        options = dict(compiler_options)
         self._program = jax.jit(chunk_fn, compiler_options=options)
         self._generator = jax.jit(self._generate, compiler_options=options)
         self.single = jax.jit(self._row, compiler_options=options)
