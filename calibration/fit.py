@@ -262,15 +262,15 @@ def predict_micro(knobs: Knobs, pts: MicroPoints):
     t_dram = (1.0 - h) * pts.bytes / (chip.tiers.bandwidth[cm.TIERS.index("dram")] * hot)
     rate = chip.peak_flops[pts.precision] * jnp.where(pts.attention > 0, chip.attention_efficiency, 1.0)
     rate = rate * cm.hockney(pts.rows, chip.half_rate_rows)
-    feed = chip.tiers.compute_feed
+    feed = cm.effective_feed(chip)
     t_comp = pts.flops / rate * (h / feed[0] + (1.0 - h) / feed[2])
     zero = jnp.zeros_like(t_sram)
     channels = jnp.stack([t_sram, zero, t_dram, t_comp], axis=-1)
     # One exponent per point (the core's p_norm broadcasts p against x's batch axes).
     parallel = cm.p_norm(channels, jnp.broadcast_to(chip.overlap, channels.shape[:-1]))
     lat_sram = sram_latency(knobs, pts.working_set)
-    lat_dram = chip.tiers.latency[2] / KERNELS_PER_LAYER
-    serial = h * lat_sram + (1.0 - h) * lat_dram + chip.kernel_overhead / KERNELS_PER_LAYER
+    lat_dram, overhead = jnp.exp(knobs.log_dram_latency), jnp.exp(knobs.log_kernel_overhead)  # per kernel
+    serial = h * lat_sram + (1.0 - h) * lat_dram + overhead
     return parallel + pts.kernels * serial
 
 

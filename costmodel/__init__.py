@@ -12,6 +12,7 @@ from ._cost import (
     BOUNDS as BOUNDS,
     Cost as Cost,
     decode_cost as decode_cost,
+    effective_feed as effective_feed,
     hockney as hockney,
     p_norm as p_norm,
     spill as spill,

@@ -78,7 +78,7 @@ from ._cost import BOUNDS, decode_cost
 from ._placement import POLICIES
 from ._traffic import lower_traffic
 from ._workload import PRECISIONS, Model, Scenario, Workload
-from .api import _ALL_TIERS, _FAST_TIERS, size_system, system_placement
+from .api import _ALL_TIERS, _FAST_TIERS, size_system, system_placement, tier_mask
 from .io import InputError, atomic_write, chip_info, formats, load_model, load_toml, tech_nodes, tech_preset
 
 
@@ -768,8 +768,8 @@ class Sweep:
             # Each chip placed as its own system does (`ChipInfo.placement`).
             self.policies = tuple(p for p in POLICIES if p in own)
             self._policy_of_chip = np.array([self.policies.index(p) for p in own], np.int32)
-        self._fast = np.array([[t in _FAST_TIERS[p] for t in range(len(TIERS))] for p in self.policies], np.float32)
-        self._all = np.array([[t in _ALL_TIERS[p] for t in range(len(TIERS))] for p in self.policies], np.float32)
+        self._fast = np.stack([tier_mask(_FAST_TIERS[p]) for p in self.policies])
+        self._all = np.stack([tier_mask(_ALL_TIERS[p]) for p in self.policies])
 
     # -- configs, generated inside the program --
 
