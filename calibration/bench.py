@@ -39,6 +39,8 @@ class Plan:
     reps: int
     target_seconds: float
     passes: int = 1
+    # (batch, context, n_heads, n_kv_heads, layers): attention over distinct caches
+    attention_chains: tuple[tuple[int, int, int, int, int], ...] = ()
 
 
 def _geometric(lo: int, hi: int, per_octave: int) -> tuple[int, ...]:
@@ -71,6 +73,7 @@ def plan(quick: bool = False) -> Plan:
             chains=((256, 1024, 16), (1024, 2048, 8)),
             dtypes=("f32", "bf16"),
             attention=((1, 1024, 8, 4), (4, 4096, 8, 4)),
+            attention_chains=((4, 1024, 8, 4, 8),),
             head_dim=64,
             decode_models=decode_models(True),
             decode_points=((1, 256), (4, 1024)),
@@ -113,11 +116,24 @@ def plan(quick: bool = False) -> Plan:
             (16, 4096, 16384),
         ),
         # GEMVs over many distinct matrices, each read once per pass, as a decode
-        # step reads its layers: the per-matrix start-up cost from a cache level or
-        # DRAM shows here and not in a loop over one hot matrix. Matrices of 256 KB,
-        # 3 MB and 25 MB (the layer shapes of the decoders below), chains of 4 MB
-        # (inside the L3 share) to 256 MB (far beyond it).
+        # step reads its layers: unlike a loop over one hot matrix, they show the
+        # rate at which a kernel streams from a cache level or DRAM, which on XLA:CPU
+        # halves for matrices under about 2.5 MB (`Chip.small_kernel_bytes`).
+        # Matrices of 64 KB to 25 MB (the layer shapes of the decoders below, and
+        # either side of that step), chains of 1 MB (inside the L2) to 256 MB (far
+        # beyond the L3).
         chains=(
+            # Inside the L2: distinct tensors that all fit the inner level.
+            (128, 128, 16),
+            (128, 512, 4),
+            # Matrices of 2 MB and 4 MB, 8 MB (either side of the kernel-size step),
+            # inside the L3 and far beyond it.
+            (128, 4096, 8),
+            (256, 4096, 4),
+            (1024, 1024, 4),
+            (2048, 1024, 2),
+            (128, 4096, 128),
+            (256, 4096, 64),
             (128, 128, 64),
             (128, 512, 16),
             (128, 512, 64),
@@ -128,6 +144,11 @@ def plan(quick: bool = False) -> Plan:
             (256, 1024, 16),
             (1536, 4096, 3),
             (1536, 4096, 10),
+            # The FFN down projections of the same decoders (k > n: XLA:CPU's GEMV
+            # streams these tall matrices slower than the wide ones above).
+            (1536, 512, 20),
+            (1536, 512, 80),
+            (4096, 1536, 10),
         ),
         dtypes=("f32", "bf16"),
         # Batch, context and head layouts of decode attention (query heads per KV head
@@ -146,6 +167,15 @@ def plan(quick: bool = False) -> Plan:
             # Caches far beyond the L3.
             (8, 16384, 8, 4),
             (4, 16384, 24, 4),
+        ),
+        # Attention over the caches of several layers, each read once per pass, as a
+        # decode step reads them (the GEMV chains' counterpart): 34 MB inside the L3,
+        # 134-268 MB far beyond it.
+        attention_chains=(
+            (4, 512, 16, 4, 8),
+            (1, 8192, 24, 4, 8),
+            (4, 4096, 16, 4, 8),
+            (16, 1024, 8, 4, 8),
         ),
         head_dim=64,
         decode_models=decode_models(False),
@@ -291,7 +321,45 @@ def _kernels():
 
         return jax.lax.fori_loop(0, n, body, jnp.zeros((), jnp.float32))
 
-    return stream, matmul, attention, chain
+    @jax.jit
+    def attention_chain(qs, ks, vs, n):
+        # Decode attention over one cache per layer, each layer's query depending on
+        # the previous layer's output: the caches are read in order, once per pass.
+        scale = 1.0 / math.sqrt(qs[0].shape[-1])
+
+        def body(i, acc):
+            for q, k, v in zip(qs, ks, vs):
+                s = jnp.einsum("ngd,ndt->ngt", q + (acc * 1e-30).astype(q.dtype), k) * scale
+                p = jax.nn.softmax(s.astype(jnp.float32), axis=-1).astype(v.dtype)
+                acc = acc + jnp.sum(jnp.einsum("ngt,ntd->ngd", p, v)).astype(jnp.float32)
+            return acc
+
+        return jax.lax.fori_loop(0, n, body, jnp.zeros((), jnp.float32))
+
+    return stream, matmul, attention, chain, attention_chain
+
+
+def _attention_row(label, batch, context, h, kvh, hd, layers, med, iqr) -> dict:
+    """The trace row of f32 decode attention over `layers` caches (one per layer)."""
+    kv = layers * 2.0 * batch * context * kvh * hd * 4
+    row = {
+        "kind": "attention_decode",
+        "label": label,
+        "dtype": "f32",
+        "bytes": kv + layers * 2.0 * batch * h * hd * 4,
+        "working_set": kv,
+        "flops": layers * 4.0 * batch * h * hd * context,
+        "batch": float(batch),
+        "context": float(context),
+        "n_heads": float(h),
+        "n_kv_heads": float(kvh),
+        "head_dim": float(hd),
+        "seconds": med,
+        "spread_seconds": iqr,
+    }
+    if layers > 1:
+        row["kernels"] = float(layers)
+    return row
 
 
 _JNP_DTYPES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16"}
@@ -327,7 +395,7 @@ def run_bench(
     kinds = tuple(kinds or KINDS)
     device = device or jax.devices()[0]
     common = {"device": device_description(device), "software": software_description()}
-    stream, matmul, attention, chain = _kernels()
+    stream, matmul, attention, chain, attention_chain = _kernels()
     key = jax.random.PRNGKey(0)
 
     tasks: list[tuple[str, Callable[[], dict]]] = []
@@ -431,24 +499,31 @@ def run_bench(
                 kc = put(jax.random.normal(jax.random.fold_in(key, 2), (batch * kvh, hd, context), jnp.float32))
                 vc = put(jax.random.normal(jax.random.fold_in(key, 3), (batch * kvh, context, hd), jnp.float32))
                 med, iqr, _ = time_loop(attention, (q, kc, vc), reps_pp, p.target_seconds)
-                kv = 2.0 * batch * context * kvh * hd * 4
-                return {
-                    "kind": "attention_decode",
-                    "label": f"attention b{batch} t{context} h{h}/{kvh}",
-                    "dtype": "f32",
-                    "bytes": kv + 2.0 * batch * h * hd * 4,
-                    "working_set": kv,
-                    "flops": 4.0 * batch * h * hd * context,
-                    "batch": float(batch),
-                    "context": float(context),
-                    "n_heads": float(h),
-                    "n_kv_heads": float(kvh),
-                    "head_dim": float(hd),
-                    "seconds": med,
-                    "spread_seconds": iqr,
-                }
+                return _attention_row(
+                    f"attention b{batch} t{context} h{h}/{kvh}", batch, context, h, kvh, hd, 1, med, iqr
+                )
 
             add(f"attention b{batch} t{context} h{h}/{kvh}", t_attention)
+
+        for batch, context, h, kvh, layers in p.attention_chains:
+
+            def t_attention_chain(batch=batch, context=context, h=h, kvh=kvh, layers=layers):
+                keys = [jax.random.fold_in(key, 10 + i) for i in range(layers)]
+                qs = [put(jax.random.normal(kk, (batch * kvh, h // kvh, hd), jnp.float32)) for kk in keys]
+                kcs = [
+                    put(jax.random.normal(jax.random.fold_in(kk, 2), (batch * kvh, hd, context), jnp.float32))
+                    for kk in keys
+                ]
+                vcs = [
+                    put(jax.random.normal(jax.random.fold_in(kk, 3), (batch * kvh, context, hd), jnp.float32))
+                    for kk in keys
+                ]
+                med, iqr, _ = time_loop(attention_chain, (qs, kcs, vcs), reps_pp, p.target_seconds)
+                del qs, kcs, vcs
+                label = f"attention chain {layers}x b{batch} t{context} h{h}/{kvh}"
+                return _attention_row(label, batch, context, h, kvh, hd, layers, med, iqr)
+
+            add(f"attention chain {layers}x b{batch} t{context} h{h}/{kvh}", t_attention_chain)
 
     if "decode_step" in kinds:
         for cfg in p.decode_models:

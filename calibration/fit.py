@@ -5,9 +5,10 @@ last-level cache on a CPU) and of DRAM, the on-chip capacity and the sharpness o
 knee, an inner cache level (capacity, knee, speed-up), per-kernel latencies and launch
 overhead, the effective FLOP rate per precision, the fraction of it that attention
 kernels reach, the matmuls' Hockney n½ (`Chip.half_rate_rows`), the fraction of the
-FLOP rate the cores sustain on operands streamed from DRAM, the speed-up of a
-single-array microbenchmark over a pass over distinct tensors, and the overlap exponent
-of the channel p-norm; stored as logs (rates, sizes, times) or logits (fractions).
+FLOP rate the cores sustain on operands streamed from DRAM, the step down in
+streaming rate of kernels over small operands (`Chip.small_kernel_bytes`), the speed-up
+of a single-array microbenchmark over a pass over distinct tensors, and the overlap
+exponent of the channel p-norm; stored as logs (rates, sizes, times) or logits (fractions).
 Which of them are trained is chosen by a filter spec (`eqx.partition` /
 `eqx.combine`); the plain roofline baseline is the same model with the cache switched
 off, latencies and overheads at zero, the kernel knobs neutral, a near-max overlap and
@@ -24,7 +25,8 @@ Predictions reuse the core:
 * a microbenchmark row (`kernels` kernel calls moving `bytes`, `working_set`
   resident, `flops` at `m` rows per operand element) goes through the same channels:
   `hit(S)` of the bytes from the on-chip tier and the rest from DRAM (a single-array
-  row, `kernels` = 1, at the hot-array speed-up), compute at the FLOP rate of its
+  row, `kernels` = 1, at the hot-array speed-up; a kernel over a small operand at the
+  chip's small-kernel efficiency, as `decode_cost` charges it), compute at the FLOP rate of its
   precision times the Hockney factor (times the attention efficiency for an
   attention kernel, over the DRAM feed for the operands from DRAM), combined with
   `costmodel.p_norm` at the chip's overlap, plus `kernels` x (latency + launch
@@ -99,6 +101,13 @@ class Knobs(eqx.Module):
         logit_dram_feed: the FLOP rate the cores sustain on operands streamed from
             DRAM over that on operands in cache (`Tiers.compute_feed` of DRAM), logit
             of a fraction.
+        log_small_kernel_bytes: operand size below which kernels stream from the
+            on-chip tier and DRAM at only the small-kernel efficiency
+            (`Chip.small_kernel_bytes`), log B.
+        logit_small_kernel_efficiency: that fraction of the bandwidth
+            (`Chip.small_kernel_efficiency`), logit of a fraction.
+        log_small_kernel_knee: sharpness of the step in log size
+            (`Chip.small_kernel_knee`), log 1.
 
     The inner level is not a `Chip` field: the chip file carries the outer level
     (what a working set past the inner cache sees).
@@ -121,6 +130,9 @@ class Knobs(eqx.Module):
     logit_attention_efficiency: jax.Array
     log_half_rate_rows: jax.Array
     logit_dram_feed: jax.Array
+    log_small_kernel_bytes: jax.Array
+    logit_small_kernel_efficiency: jax.Array
+    log_small_kernel_knee: jax.Array
 
 
 KNOB_NAMES = tuple(f.name for f in dataclasses.fields(Knobs))
@@ -144,6 +156,9 @@ PARAMETERS = {
     "logit_attention_efficiency": ("attention_efficiency", "1", 1.0),
     "log_half_rate_rows": ("half_rate_rows", "1", 1.0),
     "logit_dram_feed": ("dram_compute_feed", "1", 1.0),
+    "log_small_kernel_bytes": ("small_kernel_bytes", "MB", 1e-6),
+    "logit_small_kernel_efficiency": ("small_kernel_efficiency", "1", 1.0),
+    "log_small_kernel_knee": ("small_kernel_knee", "1", 1.0),
 }
 
 
@@ -229,6 +244,9 @@ def to_chip(knobs: Knobs, working_set=None) -> cm.Chip:
         compute_efficiency=1.0,
         attention_efficiency=jax.nn.sigmoid(knobs.logit_attention_efficiency),
         half_rate_rows=e(knobs.log_half_rate_rows),
+        small_kernel_bytes=e(knobs.log_small_kernel_bytes),
+        small_kernel_efficiency=jax.nn.sigmoid(knobs.logit_small_kernel_efficiency),
+        small_kernel_knee=e(knobs.log_small_kernel_knee),
         kernel_overhead=e(knobs.log_kernel_overhead) * KERNELS_PER_LAYER,
         overlap=1.0 + e(knobs.log_overlap_m1),
     )
@@ -239,8 +257,10 @@ def to_chip(knobs: Knobs, working_set=None) -> cm.Chip:
 
 class MicroPoints(eqx.Module):
     """Microbenchmark rows as arrays: bytes moved, working set (B), FLOPs, precision,
-    whether the kernel is decode attention (1) or a stream or matmul (0), and the
-    distinct kernels one call runs (a GEMV chain: one per matrix)."""
+    whether the kernel is decode attention (1) or a stream or matmul (0), the
+    distinct kernels one call runs (a GEMV chain: one per matrix), the rows sharing
+    each operand element, and the operand bytes of one kernel (a matrix, the array
+    of a stream, one of K and V of attention)."""
 
     bytes: jax.Array
     working_set: jax.Array
@@ -249,6 +269,7 @@ class MicroPoints(eqx.Module):
     attention: jax.Array
     kernels: jax.Array
     rows: jax.Array
+    kernel_bytes: jax.Array
 
 
 def predict_micro(knobs: Knobs, pts: MicroPoints):
@@ -258,6 +279,7 @@ def predict_micro(knobs: Knobs, pts: MicroPoints):
     # A loop over one array streams it faster than a pass over distinct tensors (a
     # GEMV chain, a decode step): the hot-array speed-up, a property of the benchmark.
     hot = 1.0 + jnp.exp(knobs.log_hot_speedup_m1) * (pts.kernels == 1)
+    hot = hot * cm.kernel_efficiency(pts.kernel_bytes, chip)  # and a small kernel slower
     t_sram = h * pts.bytes / (sram_bandwidth(knobs, pts.working_set) * hot)
     t_dram = (1.0 - h) * pts.bytes / (chip.tiers.bandwidth[cm.TIERS.index("dram")] * hot)
     rate = chip.peak_flops[pts.precision] * jnp.where(pts.attention > 0, chip.attention_efficiency, 1.0)
@@ -338,6 +360,16 @@ def _rows(r: dict, fmts) -> float:
     return 1.0
 
 
+def _kernel_bytes(r: dict, fmts) -> float:
+    """Operand bytes of one kernel of a microbenchmark (`Chip.small_kernel_bytes`): the
+    weight matrix of a GEMV/GEMM, one of K and V of attention, the array of a stream."""
+    if r["kind"] in ("gemv", "gemm") and "k" in r and "n" in r:
+        return r["k"] * r["n"] * fmts[r["dtype"]].bytes_per_element
+    if r["kind"] == "attention_decode":
+        return r["working_set"] / 2 / r.get("kernels", 1.0)  # K (or V) of one layer
+    return r["bytes"]
+
+
 def make_dataset(rows: list[dict]) -> Dataset:
     fmts = formats()
     micro_i = [i for i, r in enumerate(rows) if r["kind"] != "decode_step"]
@@ -353,6 +385,7 @@ def make_dataset(rows: list[dict]) -> Dataset:
             attention=jnp.asarray([r["kind"] == "attention_decode" for r in sel], dtype=float),
             kernels=jnp.asarray([r.get("kernels", 1.0) for r in sel], dtype=float),
             rows=jnp.asarray([_rows(r, fmts) for r in sel], dtype=float),
+            kernel_bytes=jnp.asarray([_kernel_bytes(r, fmts) for r in sel], dtype=float),
         )
     decode = None
     if dec_i:
@@ -433,6 +466,9 @@ def initial_knobs(rows: list[dict]) -> Knobs:
         attention_efficiency=0.5 if has_attention else 1.0,
         half_rate_rows=1.0,
         dram_feed=0.5,
+        small_kernel_bytes=1e6,
+        small_kernel_efficiency=0.6 if has_chains else 1.0 - 1e-9,
+        small_kernel_knee=4.0,
     )
 
 
@@ -453,9 +489,16 @@ def full_spec(rows: list[dict], knobs: Knobs):
     has_chains = any(r["kind"] != "decode_step" and r.get("kernels", 1.0) > 1 for r in rows)
     spec = jtu.tree_map(lambda _: True, knobs)
     return eqx.tree_at(
-        lambda k: (k.log_flops_16_ratio, k.logit_attention_efficiency, k.log_hot_speedup_m1),
+        lambda k: (
+            k.log_flops_16_ratio,
+            k.logit_attention_efficiency,
+            k.log_hot_speedup_m1,
+            k.log_small_kernel_bytes,
+            k.logit_small_kernel_efficiency,
+            k.log_small_kernel_knee,
+        ),
         spec,
-        (has16, has_attention, has_chains),
+        (has16, has_attention, has_chains, has_chains, has_chains, has_chains),
     )
 
 
@@ -480,6 +523,7 @@ def roofline_knobs(knobs: Knobs) -> Knobs:
             k.logit_attention_efficiency,
             k.log_half_rate_rows,
             k.logit_dram_feed,
+            k.logit_small_kernel_efficiency,
         ),
         knobs,
         (
@@ -494,6 +538,7 @@ def roofline_knobs(knobs: Knobs) -> Knobs:
             tiny,
             one,
             tiny,
+            one,
             one,
         ),
     )

@@ -20,7 +20,8 @@ and, by kind:
   `data/formats.toml`: f32, bf16, ...), `bytes` (bytes moved per call, B),
   `working_set` (bytes the call keeps resident, B), `flops` (FLOP per call; 0 for a
   stream); optional `kernels` (distinct kernel calls per call, default 1: a chain of
-  GEMVs over `kernels` different matrices, each streamed once per call); shapes: `m`,
+  GEMVs over `kernels` different matrices, or attention over `kernels` layers'
+  caches, each streamed once per call); shapes: `m`,
   `k`, `n` (GEMV/GEMM: `[m, k] @ [k, n]`, per matrix; `m` is required for a GEMM and
   used by the fit, the rows sharing each weight) and `batch`, `context`, `n_heads`,
   `n_kv_heads`, `head_dim` (attention; the query heads per KV head are used by the

@@ -14,6 +14,7 @@ from ._cost import (
     decode_cost as decode_cost,
     effective_feed as effective_feed,
     hockney as hockney,
+    kernel_efficiency as kernel_efficiency,
     p_norm as p_norm,
     spill as spill,
 )

@@ -78,6 +78,15 @@ class Chip(eqx.Module):
             attention): a multi-row matmul runs at `m / (m + n½ (1 - 1/m))` of the
             rate, a GEMV (m = 1) at all of it (`costmodel.hockney`); 0: every kernel
             at the full rate.
+        small_kernel_bytes: operand size below which a kernel streams from SRAM or
+            DRAM at only `small_kernel_efficiency` of the bandwidth (a kernel library
+            that blocks small operands for the cache, or too few bytes in flight to
+            fill the channels), B; 0: no such step.
+        small_kernel_efficiency: fraction of the bandwidth kernels well below
+            `small_kernel_bytes` reach, in (0, 1].
+        small_kernel_knee: sharpness k of that step in log size: a kernel over S
+            bytes streams at `1 - (1 - e) / (1 + (S / small_kernel_bytes)**k)` of the
+            bandwidth (`costmodel.kernel_efficiency`).
         energy_per_flop: dynamic energy per FLOP per precision class, J/FLOP.
         static_power: static (leakage and idle) power per chip, W.
         power_cap: power limit per chip, W.
@@ -104,6 +113,9 @@ class Chip(eqx.Module):
     compute_efficiency: Scalar
     attention_efficiency: Scalar
     half_rate_rows: Scalar
+    small_kernel_bytes: Scalar
+    small_kernel_efficiency: Scalar
+    small_kernel_knee: Scalar
     energy_per_flop: PerPrecision
     static_power: Scalar
     power_cap: Scalar
@@ -143,6 +155,9 @@ def make_chip(
     compute_efficiency: RealScalarLike = 1.0,
     attention_efficiency: RealScalarLike = 1.0,
     half_rate_rows: RealScalarLike = 0.0,
+    small_kernel_bytes: RealScalarLike = 0.0,
+    small_kernel_efficiency: RealScalarLike = 1.0,
+    small_kernel_knee: RealScalarLike = 4.0,
     energy_per_flop: RealScalarLike | Sequence[RealScalarLike] = 0.0,
     static_power: RealScalarLike = 0.0,
     power_cap: RealScalarLike = 1e9,
@@ -178,6 +193,9 @@ def make_chip(
         compute_efficiency=f(compute_efficiency),
         attention_efficiency=f(attention_efficiency),
         half_rate_rows=f(half_rate_rows),
+        small_kernel_bytes=f(small_kernel_bytes),
+        small_kernel_efficiency=f(small_kernel_efficiency),
+        small_kernel_knee=f(small_kernel_knee),
         energy_per_flop=per_precision(energy_per_flop),
         static_power=f(static_power),
         power_cap=f(power_cap),

@@ -6,7 +6,8 @@ computes on the bytes it holds (attention where its KV sits), limited by
 `max(bytes / internal bandwidth, FLOPs / PIM compute)`. The compute die does the
 remaining FLOPs, at its peak times the matmul efficiency (times the attention
 efficiency for the FLOPs on KV), slowed by the tier the operands stream from
-(`Tiers.compute_feed`). The four channels (SRAM, PIM, DRAM, compute) overlap through a
+(`Tiers.compute_feed`). Kernels over small operands stream from SRAM and DRAM at a
+fraction of the bandwidth (`Chip.small_kernel_bytes`). The four channels (SRAM, PIM, DRAM, compute) overlap through a
 p-norm (p = 1 fully serial, large p fully overlapped); serial terms (per-layer
 latency, kernel overhead, all-reduces and pipeline hops) add on top.
 """
@@ -145,6 +146,21 @@ def class_flop_rates(workload: Workload, traffic: Traffic, chip: Chip) -> PerCla
     return peak * chip.compute_efficiency * kernel * hockney(rows, chip.half_rate_rows)
 
 
+def kernel_efficiency(kernel_bytes, chip: Chip):
+    """Fraction of a tier's bandwidth a kernel over `kernel_bytes` of operand streams at.
+
+    `1 - (1 - e) / (1 + (S / S_small)**k)`: `e` (`Chip.small_kernel_efficiency`)
+    well below the step at `S_small` (`Chip.small_kernel_bytes`), 1 well above it,
+    with sharpness `k` in log size (`Chip.small_kernel_knee`). 1 for every kernel
+    when `S_small = 0`.
+    """
+    # Both sizes floored at one byte: an empty class (S = 0) or no step (S_small = 0)
+    # gives a finite log and the limit (1 with no step).
+    log_ratio = jnp.log(jnp.maximum(kernel_bytes, 1.0)) - jnp.log(jnp.maximum(chip.small_kernel_bytes, 1.0))
+    small = jax.nn.sigmoid(-chip.small_kernel_knee * log_ratio) * (chip.small_kernel_bytes > 0)
+    return 1.0 - (1.0 - chip.small_kernel_efficiency) * small
+
+
 def effective_feed(chip: Chip) -> PerTier:
     """`Tiers.compute_feed` as `decode_cost` applies it: floored, and on chip never below
     DRAM's (else more SRAM could slow a step)."""
@@ -209,7 +225,9 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     # A pipeline runs its stages one after another for each token, so the step sees
     # the bytes of all stages through one tensor-parallel group's channels.
     group_bytes = tier_bytes / tp
-    stream = _time(group_bytes, tiers.effective_bandwidth)
+    # Small kernels (each chip holds 1/tp of every matrix and cache) stream slower.
+    slow = moved / kernel_efficiency(traffic.kernel_bytes / tp, chip)
+    stream = _time(held.T @ slow / tp, tiers.effective_bandwidth)
     pim_mem = _time(group_bytes[PIM], chip.pim_bandwidth * tiers.efficiency[PIM])
     pim_math = _time(pim_flops / tp, chip.pim_flops)
     pim_time = p_norm(jnp.stack([pim_mem, pim_math]), chip.overlap)

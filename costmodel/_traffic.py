@@ -48,6 +48,10 @@ class Traffic(eqx.Module):
         flops: FLOPs per step on the bytes of this class, FLOP.
         precision: compute precision class of those FLOPs (index into
             `costmodel.PRECISIONS`).
+        kernel_bytes: operand bytes of one kernel over the class, B: a weight
+            matrix (the bytes-weighted geometric mean of the Q/O and K/V projections
+            for attention), or one layer's K (or V) cache for the whole batch; what
+            `Chip.small_kernel_bytes` is compared with.
     """
 
     count: PerClass
@@ -56,6 +60,7 @@ class Traffic(eqx.Module):
     writes: PerClass
     flops: PerClass
     precision: PerClass
+    kernel_bytes: PerClass
 
     @property
     def stored_bytes(self) -> PerClass:
@@ -152,4 +157,24 @@ def lower_traffic(workload: Workload) -> Traffic:
     wp = s.weight_precision.astype(wb.dtype)
     kp = s.kv_precision.astype(wb.dtype)
     precision = jnp.stack([wp, wp, wp, wp, kp, kp, kp])
-    return Traffic(count, block_bytes, reads, writes, flops, precision)
+
+    # One kernel's operand: a weight matrix, or a layer's K (or V) for the batch.
+    q_o = m.d_model * m.n_heads * m.head_dim * wb
+    k_v = m.d_model * m.n_kv_heads * m.head_dim * wb
+    # Geometric mean, weighted by bytes, of the attention projections' sizes (a
+    # dense model always has both kinds, so the logs are of positive sizes).
+    attention = jnp.exp((q_o * jnp.log(q_o) + k_v * jnp.log(k_v)) / (q_o + k_v))
+    matrix = m.d_model * m.d_ff * wb
+    per_token = m.n_kv_heads * m.head_dim * kb
+    kernel_bytes = jnp.stack(
+        [
+            attention,
+            matrix,
+            matrix,
+            m.vocab * m.d_model * wb,
+            s.batch * private * per_token,
+            s.prefix * per_token,
+            s.batch * window * per_token,
+        ]
+    )
+    return Traffic(count, block_bytes, reads, writes, flops, precision, kernel_bytes)

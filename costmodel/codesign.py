@@ -129,6 +129,9 @@ def design_chip(problem: Problem, area_logits) -> Chip:
         # The kernel efficiencies of the system's compute die (a calibrated chip's).
         attention_efficiency=ref.attention_efficiency,
         half_rate_rows=ref.half_rate_rows,
+        small_kernel_bytes=ref.small_kernel_bytes,
+        small_kernel_efficiency=ref.small_kernel_efficiency,
+        small_kernel_knee=ref.small_kernel_knee,
         tiers=chip.tiers.replace(compute_feed=ref.tiers.compute_feed),
     )
 

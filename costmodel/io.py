@@ -322,6 +322,9 @@ _CHIP_OPTIONAL = {
     "overlap": "overlap",
     "attention_efficiency": "fraction",
     "half_rate_rows": "nonneg",
+    "small_kernel_MB": "nonneg",
+    "small_kernel_efficiency": "fraction",
+    "small_kernel_knee": "positive",
 }
 _TIER_FIELDS = {
     "bandwidth_GBps": "positive",
@@ -421,6 +424,9 @@ def chip_from_table(t: dict[str, Any], where: str, name: str) -> ChipInfo:
         compute_efficiency=t["compute_efficiency"],
         attention_efficiency=t.get("attention_efficiency", 1.0),
         half_rate_rows=t.get("half_rate_rows", 0.0),
+        small_kernel_bytes=t.get("small_kernel_MB", 0.0) * 1e6,
+        small_kernel_efficiency=t.get("small_kernel_efficiency", 1.0),
+        small_kernel_knee=t.get("small_kernel_knee", 4.0),
         energy_per_flop=[e16 * s for s in _FLOP_ENERGY_SCALE],
         static_power=t["static_power_w"],
         power_cap=t["power_cap_w"],

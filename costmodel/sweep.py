@@ -174,6 +174,8 @@ def _chip_fields() -> dict[str, tuple[tuple[str, ...], int | None, str]]:
         "efficiency": "fraction",
         "compute_efficiency": "fraction",
         "attention_efficiency": "fraction",
+        "small_kernel_efficiency": "fraction",
+        "small_kernel_knee": "positive",
         "compute_feed": "fraction",
         "overlap": "overlap",
         "pim_serial": "unit",

@@ -72,6 +72,10 @@ def random_chip(rng: np.random.Generator, ordered: bool = True) -> cm.Chip:
         compute_feed=(1.0, 1.0, rng.uniform(0.2, 1.0)),
         attention_efficiency=rng.uniform(0.3, 1.0),
         half_rate_rows=rng.uniform(0.0, 4.0) * (rng.random() < 0.5),
+        # Small kernels streaming slower on some chips (a step at 1 MB to 1 GB).
+        small_kernel_bytes=10 ** rng.uniform(6, 9) * (rng.random() < 0.5),
+        small_kernel_efficiency=rng.uniform(0.3, 1.0),
+        small_kernel_knee=rng.uniform(1.0, 20.0),
     )
 
 

@@ -220,6 +220,9 @@ def _knobs(**over):
         attention_efficiency=0.5,
         half_rate_rows=1e-9,
         dram_feed=0.6,
+        small_kernel_bytes=2e6,
+        small_kernel_efficiency=1.0 - 1e-9,
+        small_kernel_knee=4.0,
     )
     v.update(over)
     return F.make_knobs(**v)
@@ -236,6 +239,7 @@ def test_micro_closed_form_without_cache():
         jnp.asarray([0.0]),
         jnp.asarray([1.0]),
         jnp.asarray([1.0]),
+        jnp.asarray([1e8]),
     )
     t = float(F.predict_micro(k, pts)[0])
     # FLOPs on operands from DRAM run at the DRAM feed (0.6) of the FLOP rate.
@@ -244,6 +248,13 @@ def test_micro_closed_form_without_cache():
     att = eqx.tree_at(lambda p: p.attention, pts, jnp.asarray([1.0]))
     t_att = float(F.predict_micro(k, att)[0])
     assert t_att == pytest.approx(1e8 / 10e9 + 4e9 / (0.5 * 0.6 * 50e9) + 80e-9 + 1e-6, rel=1e-4)
+    # A kernel over a small operand streams at the small-kernel efficiency (0.5 well
+    # below the 2 MB step): the same bytes take twice as long.
+    slow = _knobs(sram_capacity=1e-12, overlap_m1=1e-9, small_kernel_efficiency=0.5, small_kernel_knee=30.0)
+    small = eqx.tree_at(lambda p: p.kernel_bytes, pts, jnp.asarray([1e5]))
+    t_small = float(F.predict_micro(slow, small)[0])
+    assert t_small == pytest.approx(1e8 / (0.5 * 10e9) + 4e9 / (0.6 * 50e9) + 80e-9 + 1e-6, rel=1e-4)
+    assert float(F.predict_micro(slow, pts)[0]) == pytest.approx(t, rel=1e-4)  # 100 MB: full rate
 
 
 def test_hit_fraction_knee_and_monotone():
@@ -255,7 +266,7 @@ def test_hit_fraction_knee_and_monotone():
     assert float(F.hit_fraction(k, jnp.asarray(16e6))) > 0.7 > 0.3 > float(F.hit_fraction(k, jnp.asarray(64e6)))
     # Bandwidth vs working set falls from the SRAM rate to the DRAM rate.
     pts = F.MicroPoints(
-        s, s, jnp.zeros_like(s), jnp.zeros(s.shape, jnp.int32), jnp.zeros_like(s), jnp.ones_like(s), jnp.ones_like(s)
+        s, s, jnp.zeros_like(s), jnp.zeros(s.shape, jnp.int32), jnp.zeros_like(s), jnp.ones_like(s), jnp.ones_like(s), s
     )
     bw = s / F.predict_micro(_knobs(kernel_overhead=1e-15, sram_latency=1e-15, dram_latency=1e-15), pts)
     assert float(bw[-1]) == pytest.approx(10e9, rel=0.02) and float(bw[0]) == pytest.approx(80e9, rel=0.02)
@@ -281,7 +292,7 @@ def test_loss_gradients_finite_and_match_finite_differences(x64):
     rows += [_micro_row("gemm", 3e6, 2e9, seconds=0.05, m=8.0), _decode_row(seconds=2e-3)]
     data = F.make_dataset(rows)
     meas = jnp.asarray(data.measured)
-    k = _knobs()
+    k = _knobs(small_kernel_efficiency=0.5, small_kernel_bytes=3e7)  # a live step
     loss = jax.jit(lambda k: jnp.mean((jnp.log(F._predict(k, data)) - jnp.log(meas)) ** 2))
     g = jax.jit(jax.grad(loss))(k)
     for name in F.KNOB_NAMES:
@@ -303,12 +314,16 @@ def _synthetic_rows():
     p = plan(quick=False)
     rows = [_micro_row("stream", s, s / 2) for s in p.stream_sizes]
     for dt, b in (("f32", 4), ("bf16", 2)):
-        rows += [_micro_row("gemv", (k * n + k + n) * b, 2 * k * n, dt) for k, n in p.gemv_shapes]
         rows += [
-            _micro_row("gemm", (m * k + k * n + m * n) * b, 2 * m * k * n, dt, m=float(m)) for m, k, n in p.gemm_shapes
+            _micro_row("gemv", (k * n + k + n) * b, 2 * k * n, dt, k=float(k), n=float(n)) for k, n in p.gemv_shapes
+        ]
+        rows += [
+            _micro_row("gemm", (m * k + k * n + m * n) * b, 2 * m * k * n, dt, m=float(m), k=float(k), n=float(n))
+            for m, k, n in p.gemm_shapes
         ]
     for k, n, c in p.chains:
-        rows.append(_micro_row("gemv", c * (k * n + k + 1) * 4, 2 * c * k * n) | {"kernels": float(c), "m": 1.0})
+        row = _micro_row("gemv", c * (k * n + k + 1) * 4, 2 * c * k * n)
+        rows.append(row | {"kernels": float(c), "m": 1.0, "k": float(k), "n": float(n)})
     hd = p.head_dim
     for b, t, h, kvh in p.attention:
         row = _micro_row("attention_decode", 8.0 * b * t * kvh * hd, 4.0 * b * h * hd * t)
@@ -326,6 +341,9 @@ def test_recovery_within_uncertainty():
         inner_speedup_m1=2.0,
         hot_speedup_m1=0.5,
         half_rate_rows=1.5,
+        small_kernel_bytes=3e6,
+        small_kernel_efficiency=0.5,
+        small_kernel_knee=8.0,
         flops_f32=200e9,  # as measured here: the in-cache streams memory-bound, so B_sram shows
     )
     rows = _synthetic_rows()
@@ -396,10 +414,9 @@ def test_holdout_decode_steps_on_shipped_trace(shipped_result):
     assert r["n_holdout"] >= 10 and r["n_train"] >= 40
     assert r["per_kind_mape"].keys() >= {"holdout.decode_step", "train.stream"}
     # Measured on a shared 2-core VM (see data/traces/README.md): the ranking of unseen
-    # decode configurations is right, the full model beats the plain roofline, but the
-    # absolute error is above the 15% goal (test below, marked xfail).
+    # decode configurations is right and the full model beats the plain roofline by
+    # far (the 15% goal is the test below).
     assert r["holdout_rank_correlation"] >= 0.97
-    assert r["holdout_mape"] <= 0.22
     assert r["holdout_mape"] < 0.5 * r["baseline"]["holdout_mape"]
     assert r["train_mape"] < 0.5 * r["baseline"]["train_mape"]
     assert r["beats_baseline_on_holdout"] is True
@@ -408,10 +425,15 @@ def test_holdout_decode_steps_on_shipped_trace(shipped_result):
         assert p["unit"] and p["value"] > 0 and "uncertainty_factor" in p
 
 
-@pytest.mark.xfail(strict=True, reason="goal not met on the shipped CPU trace: held-out MAPE 0.18 (see BENCHMARKS.md)")
 def test_holdout_goal_15_percent(shipped_result):
+    """The issue's goal: held-out MAPE <= 15% on the shipped CPU trace (0.142 measured).
+    The fitted small-kernel step sits between the 2 MB matrices the chains stream at half
+    rate and the 3 MB ones they stream at full rate."""
     r, _ = shipped_result
     assert r["holdout_mape"] <= 0.15
+    p = r["parameters"]
+    assert 2.0 <= p["small_kernel_bytes"]["value"] <= 3.2  # MB
+    assert 0.4 <= p["small_kernel_efficiency"]["value"] <= 0.7
 
 
 def test_written_chip_file_evaluates(shipped_result):
@@ -456,10 +478,14 @@ def test_bench_tiny_plan():
         reps=4,
         target_seconds=0.001,
         passes=2,
+        attention_chains=((2, 32, 2, 1, 3),),
     )
     rows = run_bench(the_plan=p, progress=False)
-    assert [r["kind"] for r in rows] == ["stream", "gemv", "gemv", "gemm", "attention_decode", "decode_step"]
+    kinds = ["stream", "gemv", "gemv", "gemm", "attention_decode", "attention_decode", "decode_step"]
+    assert [r["kind"] for r in rows] == kinds
     assert rows[1]["kernels"] == 3.0 and rows[1]["bytes"] == 3 * (64 * 128 + 64 + 1) * 4
+    # The attention chain: 3 layers' caches (K and V of batch 2, context 32, 1 KV head).
+    assert rows[5]["kernels"] == 3.0 and rows[5]["working_set"] == 3 * 2 * 2 * 32 * 1 * 16 * 4
     assert all(r["seconds"] > 0 and r["spread_seconds"] >= 0 and r["reps"] == 4.0 for r in rows)
     assert rows[-1]["n_kv_heads"] == 1.0 and rows[0]["device"].startswith("cpu")
     import tempfile

@@ -29,6 +29,11 @@ def _chip():
         compute_efficiency=0.7,
         attention_efficiency=0.6,
         half_rate_rows=1.5,
+        # A step near the model's kernel sizes (mixtral's matrices are 117 MB in bf16,
+        # per chip 58 MB), so its gradient is live.
+        small_kernel_bytes=40e6,
+        small_kernel_efficiency=0.6,
+        small_kernel_knee=3.0,
         energy_per_flop=(1.5e-12, 5e-13, 2.5e-13, 1.2e-13),
         static_power=90.0,
         kernel_overhead=3e-6,

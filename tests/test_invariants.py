@@ -127,8 +127,9 @@ def test_large_batch_short_context_becomes_compute_bound():
 
 @pytest.mark.parametrize("seed", range(20))
 def test_slower_kernels_never_speed_a_step(seed):
-    """Less compute feed from DRAM, a lower attention efficiency or more half-rate rows
-    never makes a step faster (and each is felt where its FLOPs are)."""
+    """Less compute feed from DRAM, a lower attention efficiency, more half-rate rows,
+    a lower small-kernel efficiency or a higher small-kernel step never makes a step
+    faster (and each is felt where its FLOPs or bytes are)."""
     _, w, chip, placement = _random_case(seed)
     base = float(cm.decode_cost(w, chip, placement).seconds_per_step)
     feed = chip.tiers.compute_feed
@@ -136,6 +137,8 @@ def test_slower_kernels_never_speed_a_step(seed):
         chip.replace(tiers=chip.tiers.replace(compute_feed=feed.at[2].multiply(0.5))),
         chip.replace(attention_efficiency=chip.attention_efficiency * 0.5),
         chip.replace(half_rate_rows=chip.half_rate_rows + 2.0),
+        chip.replace(small_kernel_efficiency=chip.small_kernel_efficiency * 0.5),
+        chip.replace(small_kernel_bytes=chip.small_kernel_bytes * 4.0 + 1e6),
     ]
     for c in slower:
         assert float(cm.decode_cost(w, c, placement).seconds_per_step) >= base * (1 - 1e-6)
@@ -168,6 +171,58 @@ def test_compute_time_closed_form_with_kernel_fields():
     plain = cm.make_chip(capacity=(0, 0, 1e12), bandwidth=(0, 0, 1e12), peak_flops=100e12, compute_efficiency=0.8)
     cost0 = cm.decode_cost(w, plain, cm.policy_placement("dram", traffic, plain))
     assert float(cost0.compute_seconds) == pytest.approx(flops.sum() / 80e12, rel=1e-5)
+
+
+def test_kernel_efficiency_closed_form():
+    """1 - (1 - e) / (1 + (S/S_small)**k): e far below the step, 1 far above, the
+    midpoint at it, and 1 everywhere with no step (S_small = 0)."""
+    chip = cm.make_chip(
+        capacity=(0, 0, 1e12),
+        bandwidth=(0, 0, 1e12),
+        peak_flops=1e12,
+        small_kernel_bytes=2e6,
+        small_kernel_efficiency=0.4,
+        small_kernel_knee=3.0,
+    )
+    sizes = jnp.asarray([0.0, 2e3, 1e6, 2e6, 4e6, 2e9])
+    got = np.asarray(cm.kernel_efficiency(sizes, chip))
+    s = np.maximum(np.asarray(sizes), 1.0)
+    expected = 1 - 0.6 / (1 + (s / 2e6) ** 3.0)
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    assert got[3] == pytest.approx(0.7)
+    none = chip.replace(small_kernel_bytes=0.0)
+    np.testing.assert_allclose(np.asarray(cm.kernel_efficiency(sizes, none)), 1.0)
+
+
+def test_small_kernel_stream_closed_form():
+    """All in DRAM, every class read at its kernel efficiency: the DRAM channel's time
+    is sum(bytes / efficiency) / bandwidth, with the operand sizes of `lower_traffic`
+    (a weight matrix, one layer's K of the batch) split over the tensor-parallel chips."""
+    model = cm.Model(n_layers=4, d_model=1024, n_heads=16, n_kv_heads=4, head_dim=64, d_ff=4096, vocab=32000)
+    w = cm.Workload(model, cm.Scenario(batch=8, context=2048, weight_bytes=2.0, kv_bytes=2.0))
+    traffic = cm.lower_traffic(w)
+    kb = np.asarray(traffic.kernel_bytes, dtype=float)
+    q_o, k_v = 1024 * 16 * 64 * 2.0, 1024 * 4 * 64 * 2.0
+    attention = np.exp((q_o * np.log(q_o) + k_v * np.log(k_v)) / (q_o + k_v))
+    np.testing.assert_allclose(kb[:2], [attention, 1024 * 4096 * 2.0], rtol=1e-6)
+    assert kb[3] == pytest.approx(32000 * 1024 * 2.0)
+    assert kb[4] == pytest.approx(8 * 2048 * 4 * 64 * 2.0)  # one layer's K for the batch
+    chip = cm.make_chip(
+        capacity=(0, 0, 1e12),
+        bandwidth=(0, 0, 1e12),
+        peak_flops=1e18,
+        small_kernel_bytes=16e6,
+        small_kernel_efficiency=0.5,
+        overlap=1.0,
+        tensor_parallel=2,
+    )
+    cost = cm.decode_cost(w, chip, cm.policy_placement("dram", traffic, chip))
+    moved = np.asarray(traffic.read_bytes + traffic.writes, dtype=float)
+    s = np.maximum(kb / 2, 1.0)
+    eff = 1 - 0.5 / (1 + (s / 16e6) ** 4.0)
+    assert float(cost.tier_seconds[2]) == pytest.approx(np.sum(moved / eff) / 2 / 1e12, rel=1e-5)
+    # Bytes (and so energy) are the true bytes, not the slowed ones.
+    assert float(cost.tier_bytes[2]) == pytest.approx(moved.sum(), rel=1e-6)
 
 
 def test_hockney_fraction():
