@@ -42,7 +42,7 @@ import numpy as np
 
 from ._area import AREA_PARTS, Technology, chip_from_area, fixed_area
 from ._chip import DRAM, PIM, SRAM, TIERS, Chip
-from ._cost import BOUNDS, Cost, class_flop_rates, decode_cost, effective_feed
+from ._cost import BOUNDS, Cost, class_flop_rates, decode_cost, effective_feed, kernel_efficiency
 from ._custom_types import RealScalarLike
 from ._economics import Economics, TokenCost, token_cost
 from ._placement import policy_placement
@@ -475,9 +475,11 @@ def roofline_plot(evaluation, path, title: str = "") -> None:
     Left: attainable FLOP/s of the whole system against arithmetic intensity, with
     the compute roof (peak x efficiency of the weights' precision) and one bandwidth
     roof per tier (PIM: `min(internal bandwidth x I, PIM FLOP/s)`); each block class
-    sits on the roof of the tier that holds most of it, capped by its own compute
-    ceiling (attention efficiency, Hockney factor and the tier's compute feed, all 1
-    on an uncalibrated chip), and the step as a whole at its achieved FLOP/s. Right: each channel's time per step against the step time.
+    sits on the roof of the tier that holds most of it (lowered by its small-kernel
+    efficiency), capped by its own compute ceiling (attention efficiency, Hockney
+    factor and the tier's compute feed; all 1 on an uncalibrated chip), and the step
+    as a whole at its achieved FLOP/s. Right: each channel's time per step against the
+    step time.
 
     Args:
         evaluation: a `costmodel.Evaluation` (its `cost` may be a sustained cost).
@@ -526,6 +528,8 @@ def roofline_plot(evaluation, path, title: str = "") -> None:
     # compute feed of the tier its operands stream from; 1s for an uncalibrated chip).
     ceiling = np.asarray(class_flop_rates(e.workload, traffic, chip), dtype=float) * tp
     feed = np.asarray(effective_feed(chip), dtype=float)
+    # And its own memory roof: small kernels stream below the tier's bandwidth.
+    small = np.asarray(kernel_efficiency(traffic.kernel_bytes / chip.tensor_parallel, chip), dtype=float)
     for c, name in enumerate(CLASSES):
         if read[c] <= 0 or intensity[c] <= 0:
             continue
@@ -533,9 +537,10 @@ def roofline_plot(evaluation, path, title: str = "") -> None:
         t = TIERS[i]
         if t not in roofs:
             continue
-        y = float(np.interp(np.log(intensity[c]), np.log(x), roofs[t]))
-        if t != "pim":
-            y = min(y, ceiling[c] * feed[i])
+        if t == "pim":
+            y = float(np.interp(np.log(intensity[c]), np.log(x), roofs[t]))
+        else:
+            y = min(bw[i] * small[c] * intensity[c], peak, ceiling[c] * feed[i])
         ax.scatter([intensity[c]], [y], color=colors[t], s=25, zorder=3)
         near = sum(
             1 for k in range(c) if read[k] > 0 and intensity[k] > 0 and abs(np.log(intensity[k] / intensity[c])) < 0.3
