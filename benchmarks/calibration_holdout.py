@@ -44,10 +44,10 @@ def main() -> None:
     for key, groups in r["holdout_by_config"].items():
         print(f"  {key:<8}" + "  ".join(f"{g}: {v['mape']:.3f} (n={v['n']})" for g, v in groups.items()))
     print("per kind:", ", ".join(f"{k} {v['mape']:.3f} (n={v['n']})" for k, v in r["per_kind_mape"].items()))
-    print(f"{'parameter':<20}{'start':>12}{'fitted':>12}{'unit':>9}{'moved x':>10}{'uncert. x/':>12}")
+    print(f"{'parameter':<24}{'start':>12}{'fitted':>12}{'unit':>9}{'moved x':>10}{'uncert. x/':>12}")
     for name, p in r["parameters"].items():
         u = p.get("uncertainty_factor", float("nan"))
-        print(f"{name:<20}{p['initial']:>12.4g}{p['value']:>12.4g}{p['unit']:>9}{p['change_factor']:>10.3g}{u:>12.3g}")
+        print(f"{name:<24}{p['initial']:>12.4g}{p['value']:>12.4g}{p['unit']:>9}{p['change_factor']:>10.3g}{u:>12.3g}")
     held, full, base = preds["holdout"]
     print(f"{'decode step':<44}{'measured ms':>12}{'model ms':>10}{'roofline ms':>12}")
     for row, f, g in zip(held, full, base):

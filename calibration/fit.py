@@ -170,7 +170,7 @@ def _to_knob(name: str, value):
     """A SI value (or fraction) as the knob stores it: a log, or a logit."""
     x = jnp.asarray(value, dtype=float)
     if name.startswith("logit_"):
-        x = jnp.clip(x, 1e-9, 1.0 - 1e-9)  # a fraction of exactly 0 or 1: a finite logit
+        x = jnp.clip(x, 1e-6, 1.0 - 1e-6)  # a fraction of exactly 0 or 1: a finite logit (float32)
         return jnp.log(x / (1.0 - x))
     return jnp.log(x)
 
@@ -225,11 +225,23 @@ def sram_latency(knobs: Knobs, working_set=None):
     return outer * (1.0 - inner_hit_fraction(knobs, working_set))
 
 
+def small_kernel_efficiency(knobs: Knobs, working_set=None):
+    """`Chip.small_kernel_efficiency` (the fraction of the bandwidth a small kernel
+    streams at): the fitted one, diluted for a working set the inner cache level
+    partly serves (the step is a property of streaming past the inner level:
+    `1 - (1 - e) (1 - hit_inner(S))`)."""
+    e = jax.nn.sigmoid(knobs.logit_small_kernel_efficiency)
+    if working_set is None:
+        return e
+    return 1.0 - (1.0 - e) * (1.0 - inner_hit_fraction(knobs, working_set))
+
+
 def to_chip(knobs: Knobs, working_set=None) -> cm.Chip:
     """The `costmodel.Chip` the knobs describe (no PIM, one chip, efficiencies folded in).
 
     With `working_set` (B), the on-chip bandwidth and latency are the ones that working
-    set sees (inner cache included); without, the outer level's, as in the chip file.
+    set sees (inner cache included, which also dilutes the small-kernel step); without,
+    the outer level's, as in the chip file.
     """
     e = jnp.exp
     f32 = e(knobs.log_flops_f32)
@@ -245,7 +257,7 @@ def to_chip(knobs: Knobs, working_set=None) -> cm.Chip:
         attention_efficiency=jax.nn.sigmoid(knobs.logit_attention_efficiency),
         half_rate_rows=e(knobs.log_half_rate_rows),
         small_kernel_bytes=e(knobs.log_small_kernel_bytes),
-        small_kernel_efficiency=jax.nn.sigmoid(knobs.logit_small_kernel_efficiency),
+        small_kernel_efficiency=small_kernel_efficiency(knobs, working_set),
         small_kernel_knee=e(knobs.log_small_kernel_knee),
         kernel_overhead=e(knobs.log_kernel_overhead) * KERNELS_PER_LAYER,
         overlap=1.0 + e(knobs.log_overlap_m1),
@@ -279,7 +291,9 @@ def predict_micro(knobs: Knobs, pts: MicroPoints):
     # A loop over one array streams it faster than a pass over distinct tensors (a
     # GEMV chain, a decode step): the hot-array speed-up, a property of the benchmark.
     hot = 1.0 + jnp.exp(knobs.log_hot_speedup_m1) * (pts.kernels == 1)
-    hot = hot * cm.kernel_efficiency(pts.kernel_bytes, chip)  # and a small kernel slower
+    # A small kernel streams slower, except what the inner level serves.
+    small = 1.0 - cm.kernel_efficiency(pts.kernel_bytes, chip)
+    hot = hot * (1.0 - small * (1.0 - inner_hit_fraction(knobs, pts.working_set)))
     t_sram = h * pts.bytes / (sram_bandwidth(knobs, pts.working_set) * hot)
     t_dram = (1.0 - h) * pts.bytes / (chip.tiers.bandwidth[cm.TIERS.index("dram")] * hot)
     rate = chip.peak_flops[pts.precision] * jnp.where(pts.attention > 0, chip.attention_efficiency, 1.0)
@@ -367,7 +381,7 @@ def _kernel_bytes(r: dict, fmts) -> float:
         return r["k"] * r["n"] * fmts[r["dtype"]].bytes_per_element
     if r["kind"] == "attention_decode":
         return r["working_set"] / 2 / r.get("kernels", 1.0)  # K (or V) of one layer
-    return r["bytes"]
+    return r["bytes"] / r.get("kernels", 1.0)
 
 
 def make_dataset(rows: list[dict]) -> Dataset:
@@ -467,7 +481,7 @@ def initial_knobs(rows: list[dict]) -> Knobs:
         half_rate_rows=1.0,
         dram_feed=0.5,
         small_kernel_bytes=1e6,
-        small_kernel_efficiency=0.6 if has_chains else 1.0 - 1e-9,
+        small_kernel_efficiency=0.6 if has_chains else 1.0,
         small_kernel_knee=4.0,
     )
 

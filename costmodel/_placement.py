@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from ._chip import DRAM, PIM, SRAM, TIERS, Chip
+from ._cost import kernel_efficiency
 from ._custom_types import PerClass, PlacementMatrix, RealScalarLike
 from ._traffic import IS_KV, Traffic
 
@@ -74,11 +75,13 @@ def _evict(blocks, tier, dest, traffic, chip, value):
     return blocks + evicted[:, None] * jax.nn.one_hot(dest, len(TIERS), dtype=blocks.dtype)
 
 
-def _value(traffic: Traffic) -> PerClass:
-    """Bytes moved per step per byte stored: what a fast tier is worth to a class."""
+def _value(traffic: Traffic, chip: Chip) -> PerClass:
+    """Streaming time per step per byte stored, in bytes at full rate: what a fast tier
+    is worth to a class (bytes moved per byte stored, over the class's small-kernel
+    efficiency)."""
     stored = traffic.stored_bytes
     ok = stored > 0
-    moved = traffic.read_bytes + traffic.writes
+    moved = (traffic.read_bytes + traffic.writes) / kernel_efficiency(traffic.kernel_bytes / chip.tensor_parallel, chip)
     return jnp.where(ok, moved / jnp.where(ok, stored, 1.0), 0.0)
 
 
@@ -93,7 +96,7 @@ def _to_fractions(blocks, traffic: Traffic) -> PlacementMatrix:
 def _repair(blocks, traffic: Traffic, chip: Chip, kv_to_pim: bool = False) -> PlacementMatrix:
     """Evicts SRAM overflow to DRAM (KV to PIM instead with `kv_to_pim`, when the
     chip has PIM), then PIM overflow to DRAM."""
-    value = _value(traffic)
+    value = _value(traffic, chip)
     is_kv = jnp.asarray(IS_KV)
     has_pim = chip.tiers.capacity[PIM] > 0
     sram_dest = jnp.where(is_kv & has_pim & kv_to_pim, PIM, DRAM)

@@ -50,8 +50,10 @@ class Traffic(eqx.Module):
             `costmodel.PRECISIONS`).
         kernel_bytes: operand bytes of one kernel over the class, B: a weight
             matrix (the bytes-weighted geometric mean of the Q/O and K/V projections
-            for attention), or one layer's K (or V) cache for the whole batch; what
-            `Chip.small_kernel_bytes` is compared with.
+            for attention; one expert's matrix for experts), or one layer's K (or V)
+            cache for the whole batch (private history and shared prefix together;
+            the window for sliding layers); what `Chip.small_kernel_bytes` is
+            compared with.
     """
 
     count: PerClass
@@ -172,8 +174,10 @@ def lower_traffic(workload: Workload) -> Traffic:
             matrix,
             matrix,
             m.vocab * m.d_model * wb,
-            s.batch * private * per_token,
-            s.prefix * per_token,
+            # One attention kernel reads a layer's shared prefix and private history
+            # together (a paged cache), so both classes take the size of the two.
+            (s.batch * private + s.prefix) * per_token,
+            (s.batch * private + s.prefix) * per_token,
             s.batch * window * per_token,
         ]
     )

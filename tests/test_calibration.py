@@ -17,7 +17,7 @@ from calibration import fit as F
 from calibration.importers import import_llama_bench, import_vllm
 from calibration.trace import COMMON, load_trace, save_trace
 from costmodel.cli import main
-from costmodel.io import InputError, chip_info
+from costmodel.io import InputError, chip_info, formats
 
 
 HERE = Path(__file__).resolve().parent
@@ -257,6 +257,49 @@ def test_micro_closed_form_without_cache():
     assert float(F.predict_micro(slow, pts)[0]) == pytest.approx(t, rel=1e-4)  # 100 MB: full rate
 
 
+def test_kernel_bytes_of_microbenchmarks():
+    """The operand of one kernel: the matrix of a GEMV (chain), one layer's K (or V) of
+    attention (chain), the array of a stream."""
+    fmts = formats()
+    chain = _micro_row("gemv", 8 * (128 * 512 + 129) * 4, 0, kernels=8.0, m=1.0, k=128.0, n=512.0)
+    assert F._kernel_bytes(chain, fmts) == 128 * 512 * 4
+    bf16 = _micro_row("gemm", 0, 0, "bf16", m=4.0, k=1024.0, n=2048.0)
+    assert F._kernel_bytes(bf16, fmts) == 1024 * 2048 * 2
+    kv = 8 * 2 * 4 * 4 * 64 * 512 * 4.0  # 8 layers of K and V: batch 4, 4 KV heads, context 512
+    att = _micro_row("attention_decode", kv, 0, kernels=8.0) | {"working_set": kv}
+    assert F._kernel_bytes(att, fmts) == 4 * 4 * 64 * 512 * 4
+    assert F._kernel_bytes(_micro_row("stream", 3e6, 0), fmts) == 3e6
+    # A chain without its shape: the bytes of one of its kernels.
+    assert F._kernel_bytes(_micro_row("gemv", 8e6, 0, kernels=8.0), fmts) == 1e6
+
+
+def test_small_kernel_step_spares_the_inner_level():
+    """A small kernel whose working set the inner cache holds streams at the inner rate;
+    the same kernel streamed from the outer level pays the small-kernel efficiency."""
+    k = _knobs(
+        sram_capacity=1e9,
+        knee=8.0,
+        inner_capacity=2e6,
+        inner_knee=30.0,
+        inner_speedup_m1=1.0,
+        kernel_overhead=1e-15,
+        sram_latency=1e-15,
+        small_kernel_efficiency=0.5,
+        small_kernel_knee=30.0,
+        small_kernel_bytes=4e6,
+    )
+    s = jnp.asarray([0.5e6, 64e6])
+    kernel = jnp.asarray([0.5e6, 0.5e6])  # small kernels: a chain of 0.5 MB matrices
+    pts = F.MicroPoints(s, s, jnp.zeros(2), jnp.zeros(2, jnp.int32), jnp.zeros(2), s / kernel, jnp.ones(2), kernel)
+    bw = np.asarray(s / F.predict_micro(k, pts))
+    assert bw[0] == pytest.approx(2 * 80e9, rel=0.02)  # inner level: 2x, no step
+    assert bw[1] == pytest.approx(0.5 * 80e9, rel=0.02)  # outer level: half rate
+    # The decode path's chip carries the same dilution.
+    assert float(F.to_chip(k, jnp.asarray(0.5e6)).small_kernel_efficiency) == pytest.approx(1.0, abs=1e-3)
+    assert float(F.to_chip(k, jnp.asarray(64e6)).small_kernel_efficiency) == pytest.approx(0.5, abs=1e-3)
+    assert float(F.to_chip(k).small_kernel_efficiency) == pytest.approx(0.5, abs=1e-6)
+
+
 def test_hit_fraction_knee_and_monotone():
     k = _knobs()
     s = jnp.geomspace(1e3, 1e11, 50)
@@ -447,6 +490,10 @@ def test_written_chip_file_evaluates(shipped_result):
     assert float(info.chip.attention_efficiency) == pytest.approx(p["attention_efficiency"]["value"], rel=1e-3)
     assert float(info.chip.half_rate_rows) == pytest.approx(p["half_rate_rows"]["value"], rel=1e-3)
     assert float(info.chip.tiers.compute_feed[2]) == pytest.approx(p["dram_compute_feed"]["value"], rel=1e-3)
+    # The small-kernel step: MB in the report and the chip file, bytes in the Chip.
+    assert float(info.chip.small_kernel_bytes) == pytest.approx(p["small_kernel_bytes"]["value"] * 1e6, rel=1e-3)
+    assert float(info.chip.small_kernel_efficiency) == pytest.approx(p["small_kernel_efficiency"]["value"], rel=1e-3)
+    assert float(info.chip.small_kernel_knee) == pytest.approx(p["small_kernel_knee"]["value"], rel=1e-3)
     assert all(Path(p).exists() for p in r["plots"])
 
 

@@ -1,5 +1,6 @@
 """Co-design: the gradient optimiser against closed forms and the grid baseline."""
 
+import dataclasses
 import json
 
 import jax.numpy as jnp
@@ -65,6 +66,23 @@ def test_placement_optimiser_matches_the_water_filling_closed_form():
     assert result.objective == pytest.approx(optimum, rel=0.01)
     # and the hard placement is not a placement policy in disguise
     assert result.polished_by is None
+
+
+def test_designed_chip_inherits_the_system_kernel_fields():
+    """A calibrated system's kernel fields (attention efficiency, half-rate rows, the
+    small-kernel step, the compute feed) carry over to every designed chip."""
+    problem, _ = _parallel_tier_problem()
+    system = problem.system.replace(
+        attention_efficiency=0.7,
+        half_rate_rows=3.0,
+        small_kernel_bytes=2.4e6,
+        small_kernel_efficiency=0.55,
+        small_kernel_knee=17.0,
+    )
+    chip = cd.design_chip(dataclasses.replace(problem, system=system), jnp.log(jnp.asarray([0.3, 0.3, 0.4])))
+    for name in ("attention_efficiency", "half_rate_rows", "small_kernel_bytes", "small_kernel_efficiency"):
+        assert float(getattr(chip, name)) == pytest.approx(float(getattr(system, name))), name
+    assert float(chip.small_kernel_knee) == pytest.approx(17.0)
 
 
 def math_inf():

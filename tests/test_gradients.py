@@ -123,6 +123,14 @@ def test_gradients_are_finite_for_empty_classes_and_absent_tiers(x64):
     g = jax.grad(lambda c, lg: _objective(c, lg, w), argnums=(0, 1))(chip, _logits())
     for leaf in jax.tree.leaves(g):
         assert np.all(np.isfinite(leaf))
+    # The same with a live small-kernel step, and with the whole history a shared
+    # prefix (no private KV): empty classes have zero-byte kernels.
+    step = chip.replace(small_kernel_bytes=1e8, small_kernel_efficiency=0.5, tensor_parallel=4)
+    shared = cm.Workload(cm.model_preset("llama-3-8b"), cm.Scenario(batch=4, context=512, prefix=512))
+    for workload in (w, shared):
+        g = eqx.filter_grad(lambda args: _objective(*args))((step, _logits(), workload))
+        for leaf in jax.tree.leaves(g):
+            assert np.all(np.isfinite(leaf))
 
 
 @pytest.mark.parametrize("dtype", ["float32"])

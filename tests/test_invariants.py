@@ -225,6 +225,31 @@ def test_small_kernel_stream_closed_form():
     assert float(cost.tier_bytes[2]) == pytest.approx(moved.sum(), rel=1e-6)
 
 
+def test_kernel_bytes_of_moe_prefix_and_window_classes():
+    """Experts: one expert's matrix; KV with a shared prefix: one layer's K of the
+    prefix and the batch's private history together; sliding layers: the window."""
+    model = cm.Model(
+        n_layers=6,
+        d_model=512,
+        n_heads=8,
+        n_kv_heads=2,
+        head_dim=64,
+        d_ff=1024,
+        vocab=1000,
+        n_experts=4,
+        top_k=2,
+        n_sliding_layers=2,
+        window=128,
+    )
+    w = cm.Workload(model, cm.Scenario(batch=4, context=1000, prefix=200, weight_bytes=1.0, kv_bytes=2.0))
+    kb = np.asarray(cm.lower_traffic(w).kernel_bytes, dtype=float)
+    per_token = 2 * 64 * 2.0
+    assert kb[2] == pytest.approx(512 * 1024 * 1.0)
+    assert kb[4] == pytest.approx((4 * 800 + 200) * per_token)
+    assert kb[5] == pytest.approx(kb[4])
+    assert kb[6] == pytest.approx(4 * 128 * per_token)
+
+
 def test_hockney_fraction():
     assert float(cm.hockney(jnp.asarray(4.0), 4.0)) == pytest.approx(4 / 7)  # m / (m + n½ (1 - 1/m))
     assert float(cm.hockney(jnp.asarray(1e6), 4.0)) == pytest.approx(1e6 / (1e6 + 4.0))  # Hockney for large m
