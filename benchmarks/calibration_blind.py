@@ -30,11 +30,10 @@ POINTS = ((2, 1024), (16, 256))
 
 
 def measure(out: Path) -> None:
-    # One XLA:CPU thread, as `costmodel bench --threads 1` measures the shipped trace.
-    os.environ["XLA_FLAGS"] = (
-        os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-    )
     from calibration import bench
+
+    # One XLA:CPU thread, as `costmodel bench --threads 1` measures the shipped trace.
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {bench.xla_cpu_thread_flags(1)}".strip()
     from calibration.trace import save_trace
 
     full = bench.plan(quick=False)

@@ -43,6 +43,13 @@ class Plan:
     attention_chains: tuple[tuple[int, int, int, int, int], ...] = ()
 
 
+def xla_cpu_thread_flags(threads: int) -> str:
+    """XLA_FLAGS that run XLA:CPU's kernels on `threads` intra-op threads (1: single-
+    threaded Eigen); append them to `XLA_FLAGS` before JAX initialises."""
+    multi = "false" if threads == 1 else "true"
+    return f"--xla_cpu_multi_thread_eigen={multi} intra_op_parallelism_threads={threads}"
+
+
 def _geometric(lo: int, hi: int, per_octave: int) -> tuple[int, ...]:
     n = int(round(math.log2(hi / lo) * per_octave))
     sizes = [int(round(lo * 2 ** (i / per_octave) / 4096)) * 4096 for i in range(n + 1)]

@@ -68,11 +68,9 @@ def cmd_bench(args) -> int:
 
         if xla_bridge.backends_are_initialized():
             print("costmodel: warning: JAX is already initialised; --threads is ignored", file=sys.stderr)
-        flags = os.environ.get("XLA_FLAGS", "")
-        multi = "false" if args.threads == 1 else "true"
-        os.environ["XLA_FLAGS"] = (
-            f"{flags} --xla_cpu_multi_thread_eigen={multi} intra_op_parallelism_threads={args.threads}"
-        ).strip()
+        from .bench import xla_cpu_thread_flags
+
+        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {xla_cpu_thread_flags(args.threads)}".strip()
     import jax
 
     device = jax.devices()[0]

@@ -291,9 +291,10 @@ def predict_micro(knobs: Knobs, pts: MicroPoints):
     # A loop over one array streams it faster than a pass over distinct tensors (a
     # GEMV chain, a decode step): the hot-array speed-up, a property of the benchmark.
     hot = 1.0 + jnp.exp(knobs.log_hot_speedup_m1) * (pts.kernels == 1)
-    # A small kernel streams slower, except what the inner level serves.
-    small = 1.0 - cm.kernel_efficiency(pts.kernel_bytes, chip)
-    hot = hot * (1.0 - small * (1.0 - inner_hit_fraction(knobs, pts.working_set)))
+    # A small kernel streams slower, except what the inner level serves (the step
+    # diluted per point, as `to_chip(knobs, S)` dilutes it for a decode step).
+    diluted = chip.replace(small_kernel_efficiency=small_kernel_efficiency(knobs, pts.working_set))
+    hot = hot * cm.kernel_efficiency(pts.kernel_bytes, diluted)
     t_sram = h * pts.bytes / (sram_bandwidth(knobs, pts.working_set) * hot)
     t_dram = (1.0 - h) * pts.bytes / (chip.tiers.bandwidth[cm.TIERS.index("dram")] * hot)
     rate = chip.peak_flops[pts.precision] * jnp.where(pts.attention > 0, chip.attention_efficiency, 1.0)

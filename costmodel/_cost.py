@@ -161,6 +161,13 @@ def kernel_efficiency(kernel_bytes, chip: Chip):
     return 1.0 - (1.0 - chip.small_kernel_efficiency) * small
 
 
+def class_stream_efficiency(traffic: Traffic, chip: Chip) -> PerClass:
+    """`kernel_efficiency` of each block class: the fraction of the SRAM and DRAM
+    bandwidth its kernels stream at, over one chip's share of their operands (each
+    chip holds 1/tp of every matrix and cache)."""
+    return kernel_efficiency(traffic.kernel_bytes / chip.tensor_parallel, chip)
+
+
 def effective_feed(chip: Chip) -> PerTier:
     """`Tiers.compute_feed` as `decode_cost` applies it: floored, and on chip never below
     DRAM's (else more SRAM could slow a step)."""
@@ -225,8 +232,8 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     # A pipeline runs its stages one after another for each token, so the step sees
     # the bytes of all stages through one tensor-parallel group's channels.
     group_bytes = tier_bytes / tp
-    # Small kernels (each chip holds 1/tp of every matrix and cache) stream slower.
-    slow = moved / kernel_efficiency(traffic.kernel_bytes / tp, chip)
+    # Small kernels stream slower: each class's bytes in full-rate equivalents.
+    slow = moved / class_stream_efficiency(traffic, chip)
     stream = _time(held.T @ slow / tp, tiers.effective_bandwidth)
     pim_mem = _time(group_bytes[PIM], chip.pim_bandwidth * tiers.efficiency[PIM])
     pim_math = _time(pim_flops / tp, chip.pim_flops)

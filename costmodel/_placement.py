@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from ._chip import DRAM, PIM, SRAM, TIERS, Chip
-from ._cost import kernel_efficiency
+from ._cost import class_stream_efficiency
 from ._custom_types import PerClass, PlacementMatrix, RealScalarLike
 from ._traffic import IS_KV, Traffic
 
@@ -81,7 +81,7 @@ def _value(traffic: Traffic, chip: Chip) -> PerClass:
     efficiency)."""
     stored = traffic.stored_bytes
     ok = stored > 0
-    moved = (traffic.read_bytes + traffic.writes) / kernel_efficiency(traffic.kernel_bytes / chip.tensor_parallel, chip)
+    moved = (traffic.read_bytes + traffic.writes) / class_stream_efficiency(traffic, chip)
     return jnp.where(ok, moved / jnp.where(ok, stored, 1.0), 0.0)
 
 

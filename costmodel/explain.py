@@ -42,7 +42,7 @@ import numpy as np
 
 from ._area import AREA_PARTS, Technology, chip_from_area, fixed_area
 from ._chip import DRAM, PIM, SRAM, TIERS, Chip
-from ._cost import BOUNDS, Cost, class_flop_rates, decode_cost, effective_feed, kernel_efficiency
+from ._cost import BOUNDS, Cost, class_flop_rates, class_stream_efficiency, decode_cost, effective_feed
 from ._custom_types import RealScalarLike
 from ._economics import Economics, TokenCost, token_cost
 from ._placement import policy_placement
@@ -529,7 +529,7 @@ def roofline_plot(evaluation, path, title: str = "") -> None:
     ceiling = np.asarray(class_flop_rates(e.workload, traffic, chip), dtype=float) * tp
     feed = np.asarray(effective_feed(chip), dtype=float)
     # And its own memory roof: small kernels stream below the tier's bandwidth.
-    small = np.asarray(kernel_efficiency(traffic.kernel_bytes / chip.tensor_parallel, chip), dtype=float)
+    small = np.asarray(class_stream_efficiency(traffic, chip), dtype=float)
     for c, name in enumerate(CLASSES):
         if read[c] <= 0 or intensity[c] <= 0:
             continue
