@@ -295,20 +295,28 @@ def predict_micro(knobs: Knobs, pts: MicroPoints):
     # diluted per point, as `to_chip(knobs, S)` dilutes it for a decode step).
     diluted = chip.replace(small_kernel_efficiency=small_kernel_efficiency(knobs, pts.working_set))
     hot = hot * cm.kernel_efficiency(pts.kernel_bytes, diluted)
-    t_sram = h * pts.bytes / (sram_bandwidth(knobs, pts.working_set) * hot)
-    t_dram = (1.0 - h) * pts.bytes / (chip.tiers.bandwidth[cm.TIERS.index("dram")] * hot)
+    # The same channels as `costmodel.decode_cost`: `hit(S)` of the bytes from the
+    # on-chip tier (at the bandwidth the working set sees), the rest from DRAM.
+    bandwidth = jnp.stack(
+        jnp.broadcast_arrays(sram_bandwidth(knobs, pts.working_set), 0.0, chip.tiers.bandwidth[2]), -1
+    )
+    shares = jnp.stack([h, jnp.zeros_like(h), 1.0 - h], axis=-1)
+    stream = cm.stream_seconds(shares * (pts.bytes / hot)[:, None], chip.tiers.replace(bandwidth=bandwidth))
     rate = chip.peak_flops[pts.precision] * jnp.where(pts.attention > 0, chip.attention_efficiency, 1.0)
     rate = rate * cm.hockney(pts.rows, chip.half_rate_rows)
-    feed = cm.effective_feed(chip)
-    t_comp = pts.flops / rate * (h / feed[0] + (1.0 - h) / feed[2])
-    zero = jnp.zeros_like(t_sram)
-    channels = jnp.stack([t_sram, zero, t_dram, t_comp], axis=-1)
-    # One exponent per point (the core's p_norm broadcasts p against x's batch axes).
-    parallel = cm.p_norm(channels, jnp.broadcast_to(chip.overlap, channels.shape[:-1]))
-    lat_sram = sram_latency(knobs, pts.working_set)
-    lat_dram, overhead = jnp.exp(knobs.log_dram_latency), jnp.exp(knobs.log_kernel_overhead)  # per kernel
-    serial = h * lat_sram + (1.0 - h) * lat_dram + overhead
-    return parallel + pts.kernels * serial
+    t_comp = cm.compute_seconds(pts.flops, rate, h, 1.0 - h, cm.effective_feed(chip))
+    parallel = cm.overlapped_seconds(stream[:, 0], stream[:, 1], stream[:, 2], t_comp, chip)
+    # Latency per kernel call (the core's per-layer latency, one kernel at a time).
+    latency = jnp.stack(
+        [
+            sram_latency(knobs, pts.working_set),
+            jnp.zeros_like(h),
+            jnp.broadcast_to(jnp.exp(knobs.log_dram_latency), h.shape),
+        ],
+        -1,
+    )
+    serial = cm.access_seconds(pts.kernels, shares, latency, jnp.exp(knobs.log_kernel_overhead))
+    return parallel + serial
 
 
 def decode_placement(knobs: Knobs, traffic: cm.Traffic):
@@ -495,9 +503,9 @@ def full_spec(rows: list[dict], knobs: Knobs):
     fmts = formats()
     has16 = any(
         r["kind"] != "decode_step"
-        and fmts[r["dtype"]].precision == 1
+        and fmts[r["dtype"]].precision == cm.PRECISIONS.index("16")
         or r["kind"] == "decode_step"
-        and fmts[r["weights"]].precision == 1
+        and fmts[r["weights"]].precision == cm.PRECISIONS.index("16")
         for r in rows
     )
     has_attention = any(r["kind"] == "attention_decode" for r in rows)

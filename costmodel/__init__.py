@@ -1,24 +1,30 @@
 """costmodel: what it costs a chip to decode one token of an LLM, differentiably."""
 
-from ._area import (
+from ._core.area import (
     AREA_PARTS as AREA_PARTS,
     Technology as Technology,
+    area_logits as area_logits,
     area_split as area_split,
     chip_from_area as chip_from_area,
     fixed_area as fixed_area,
 )
-from ._chip import TIERS as TIERS, Chip as Chip, Tiers as Tiers, make_chip as make_chip
-from ._cost import (
-    BOUNDS as BOUNDS,
-    Cost as Cost,
-    decode_cost as decode_cost,
+from ._core.channels import (
+    access_seconds as access_seconds,
+    allreduce_seconds as allreduce_seconds,
+    class_flop_rates as class_flop_rates,
+    class_stream_efficiency as class_stream_efficiency,
+    compute_seconds as compute_seconds,
     effective_feed as effective_feed,
     hockney as hockney,
     kernel_efficiency as kernel_efficiency,
-    p_norm as p_norm,
-    spill as spill,
+    overlapped_seconds as overlapped_seconds,
+    pim_seconds as pim_seconds,
+    stream_seconds as stream_seconds,
+    tier_joules as tier_joules,
 )
-from ._economics import (
+from ._core.chip import TIERS as TIERS, Chip as Chip, Tiers as Tiers, make_chip as make_chip
+from ._core.cost import BOUNDS as BOUNDS, Cost as Cost, decode_cost as decode_cost
+from ._core.economics import (
     Economics as Economics,
     TokenCost as TokenCost,
     die_cost as die_cost,
@@ -26,39 +32,41 @@ from ._economics import (
     dies_per_wafer as dies_per_wafer,
     token_cost as token_cost,
 )
-from ._placement import (
+from ._core.numerics import p_norm as p_norm, safe_div as safe_div
+from ._core.placement import (
     POLICIES as POLICIES,
     harden_placement as harden_placement,
     policy_placement as policy_placement,
     soft_placement as soft_placement,
+    spill as spill,
 )
-from ._power import (
+from ._core.power import (
     MIN_CLOCK as MIN_CLOCK,
     Sustained as Sustained,
     sustained_cost as sustained_cost,
     throttle as throttle,
 )
-from ._traffic import (
+from ._core.traffic import (
     CLASSES as CLASSES,
     IS_KV as IS_KV,
     Traffic as Traffic,
     expert_coverage as expert_coverage,
     lower_traffic as lower_traffic,
 )
-from ._workload import PRECISIONS as PRECISIONS, Model as Model, Scenario as Scenario, Workload as Workload
+from ._core.workload import PRECISIONS as PRECISIONS, Model as Model, Scenario as Scenario, Workload as Workload
 from .api import (
     Evaluation as Evaluation,
     evaluate as evaluate,
     evaluate_policy as evaluate_policy,
     system_size as system_size,
 )
-from .economics_io import economics_preset as economics_preset
 from .explain import AreaDesign as AreaDesign, cascade_placement as cascade_placement
 from .io import (
     ChipInfo as ChipInfo,
     InputError as InputError,
     chip_info as chip_info,
     chip_preset as chip_preset,
+    economics_preset as economics_preset,
     load_model as load_model,
     make_scenario as make_scenario,
     model_preset as model_preset,

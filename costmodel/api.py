@@ -11,12 +11,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._chip import DRAM, PIM, SRAM, TIERS, Chip
-from ._cost import Cost, decode_cost
-from ._placement import CAPACITY_MARGIN, policy_placement
-from ._traffic import lower_traffic
-from ._workload import Model, Workload
+from ._core.chip import DRAM, PIM, SRAM, TIERS, Chip
+from ._core.cost import Cost, decode_cost
+from ._core.placement import CAPACITY_MARGIN, policy_placement
+from ._core.traffic import lower_traffic
+from ._core.workload import Model, Workload
 from .io import ChipInfo, InputError, chip_info, load_model, make_scenario
+from .io.frameworks import resolve_framework
 
 
 MAX_TENSOR_PARALLEL = 8
@@ -240,8 +241,6 @@ def evaluate(
     if placement is not None:
         info = dataclasses.replace(info, placement=placement)
     if framework is not None:
-        from .validate import apply_framework
-
         info = apply_framework(info, framework)
     workload = Workload(m, make_scenario(batch=batch, context=context, prefix=prefix, weights=weights, kv=kv))
     if (tensor_parallel is None) != (pipeline_parallel is None):
@@ -260,3 +259,36 @@ def evaluate(
     cost, placed = evaluate_policy(workload, system, info.placement)
     name = model if isinstance(model, str) else "custom"
     return Evaluation(cost, placed, workload, system, info, name, tp, pp)
+
+
+def apply_multipliers(chip: Chip, log_multipliers: jnp.ndarray) -> Chip:
+    """A chip with a profile's multipliers applied (pure, differentiable).
+
+    Args:
+        chip: the chip preset.
+        log_multipliers: `[4]` logs of the `MULTIPLIERS`.
+
+    Returns:
+        The chip with tier efficiencies and compute efficiency scaled (capped at 1),
+        and kernel overhead and all-reduce latency scaled.
+    """
+    m = jnp.exp(log_multipliers)
+    efficiency = jnp.minimum(chip.tiers.efficiency * m[0], 1.0)
+    tiers = eqx.tree_at(lambda t: t.efficiency, chip.tiers, efficiency)
+    return eqx.tree_at(
+        lambda c: (c.tiers, c.compute_efficiency, c.kernel_overhead, c.link_latency),
+        chip,
+        (
+            tiers,
+            jnp.minimum(chip.compute_efficiency * m[1], 1.0),
+            chip.kernel_overhead * m[2],
+            chip.link_latency * m[3],
+        ),
+    )
+
+
+def apply_framework(info: ChipInfo, framework: str) -> ChipInfo:
+    """A `ChipInfo` whose chip has the framework profile applied (for `evaluate`)."""
+    f = resolve_framework(framework, info.name)
+    chip = apply_multipliers(info.chip, jnp.log(jnp.asarray(f.multipliers, dtype=float)))
+    return dataclasses.replace(info, chip=chip, label=f"{info.label or info.name} ({f.name})")

@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from ._placement import POLICIES
+from ._core.placement import POLICIES
 from .io import InputError
 
 
@@ -80,7 +80,7 @@ def add_scenario_args(p: argparse.ArgumentParser) -> None:
 
 def cmd_presets(args) -> int:
     from . import io
-    from ._placement import POLICIES
+    from ._core.placement import POLICIES
 
     data = {
         "models": sorted(io.model_presets()),
@@ -135,7 +135,7 @@ def cmd_evaluate(args) -> int:
 
         import equinox as eqx
 
-        from ._power import sustained_cost
+        from ._core.power import sustained_cost
 
         s = eqx.filter_jit(sustained_cost)(e.workload, e.chip, e.placement)
         e = dataclasses.replace(e, cost=s.cost)

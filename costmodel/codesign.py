@@ -29,14 +29,14 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ._area import AREA_PARTS, Technology, area_split, chip_from_area, fixed_area
-from ._chip import TIERS, Chip
-from ._cost import Cost, decode_cost
-from ._economics import Economics, token_cost
-from ._placement import POLICIES, harden_placement, policy_placement, soft_placement
-from ._power import sustained_cost
-from ._traffic import CLASSES, IS_KV, lower_traffic
-from ._workload import Workload
+from ._core.area import AREA_PARTS, Technology, area_split, chip_from_area, fixed_area
+from ._core.chip import TIERS, Chip
+from ._core.cost import Cost, decode_cost
+from ._core.economics import Economics, token_cost
+from ._core.placement import POLICIES, harden_placement, policy_placement, soft_placement
+from ._core.power import sustained_cost
+from ._core.traffic import CLASSES, IS_KV, lower_traffic
+from ._core.workload import BITS16, Workload
 
 
 OBJECTIVES = ("latency", "energy", "cost")
@@ -465,7 +465,7 @@ def describe(problem: Problem, result: Result, names: Sequence[str]) -> dict:
             "fixed_io": float(fixed_area(problem.tech, problem.n_stacks)) * 1e6,
             "total": float(problem.budget) * 1e6,
         },
-        "peak_flops_16bit": float(chip.peak_flops[1]),
+        "peak_flops_16bit": float(chip.peak_flops[BITS16]),
         "tiers": tiers,
         "placement": {
             name: {

@@ -55,7 +55,7 @@ def add_commands(sub) -> None:
 def _mix(args) -> list[tuple[str, Any, float]]:
     """(name, workload, weight) per mix point."""
     from . import io
-    from ._workload import Workload
+    from ._core.workload import Workload
 
     if args.mix is not None:
         points = io.load_mix(args.mix)
@@ -88,10 +88,10 @@ def build_problem(args):
     import jax.numpy as jnp
 
     from . import io
-    from ._area import fixed_area
-    from ._traffic import lower_traffic
+    from ._core.area import fixed_area
+    from ._core.traffic import lower_traffic
     from .codesign import make_problem
-    from .economics_io import economics_preset
+    from .io import economics_preset
 
     if args.grid_step <= 0 or args.grid_step > 0.5 or not math.isclose(1 / args.grid_step, round(1 / args.grid_step)):
         raise io.InputError(f"--grid-step {args.grid_step!r}: expected 1/N for a whole N >= 2 (e.g. 0.02)")

@@ -40,15 +40,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._area import AREA_PARTS, Technology, chip_from_area, fixed_area
-from ._chip import DRAM, PIM, SRAM, TIERS, Chip
-from ._cost import BOUNDS, Cost, class_flop_rates, class_stream_efficiency, decode_cost, effective_feed
-from ._custom_types import RealScalarLike
-from ._economics import Economics, TokenCost, token_cost
-from ._placement import policy_placement
-from ._power import sustained_cost
-from ._traffic import IS_KV, Traffic, lower_traffic
-from ._workload import Workload
+from ._core.area import AREA_PARTS, Technology, chip_from_area, fixed_area
+from ._core.channels import class_flop_rates, class_stream_efficiency, effective_feed
+from ._core.chip import DRAM, PIM, SRAM, TIERS, Chip
+from ._core.cost import BOUNDS, Cost, decode_cost
+from ._core.economics import Economics, TokenCost, token_cost
+from ._core.placement import policy_placement
+from ._core.power import sustained_cost
+from ._core.traffic import IS_KV, Traffic, lower_traffic
+from ._core.types import RealScalarLike
+from ._core.workload import Workload
 
 
 OBJECTIVES = ("seconds_per_token", "joules_per_token", "usd_per_token")
@@ -272,7 +273,7 @@ def explain(
     Examples:
         >>> import costmodel as cm
         >>> from costmodel.explain import explain
-        >>> from costmodel.economics_io import economics_preset
+        >>> from costmodel.io import economics_preset
         >>> e = cm.evaluate("llama-3-8b", "h100-sxm", batch=1, context=4096)
         >>> x = explain(e.workload, e.chip, economics_preset("N5"), policy="dram")
         >>> x.record["elasticities"]["bandwidth.dram"] < -0.5
@@ -491,7 +492,7 @@ def roofline_plot(evaluation, path, title: str = "") -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ._traffic import CLASSES
+    from ._core.traffic import CLASSES
 
     e = evaluation
     chip, cost = e.chip, e.cost

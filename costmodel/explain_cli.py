@@ -16,9 +16,9 @@ def _split(text: str) -> tuple[float, float, float]:
 
 
 def add_commands(subparsers) -> None:
-    from ._placement import POLICIES
+    from ._core.placement import POLICIES
     from .cli import _positive_int, _positive_number, add_scenario_args
-    from .economics_io import add_economics_args
+    from .economics_cli import add_economics_args
 
     p = subparsers.add_parser(
         "explain",
@@ -51,7 +51,7 @@ def _design(args):
     """(ChipInfo, AreaDesign or None, economics, pricing note) from the arguments."""
     import dataclasses
 
-    from .economics_io import economics_from_args
+    from .economics_cli import economics_from_args
     from .explain import AreaDesign
     from .io import ChipInfo, InputError, chip_info, tech_preset
 

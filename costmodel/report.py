@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from ._chip import TIERS
-from ._cost import BOUNDS
-from ._traffic import CLASSES
+from ._core.chip import TIERS
+from ._core.cost import BOUNDS
+from ._core.traffic import CLASSES
 from .api import Evaluation
 
 

@@ -72,12 +72,12 @@ import jax.numpy as jnp
 import jax.tree_util as jtu
 import numpy as np
 
-from ._area import Technology, chip_from_area
-from ._chip import TIERS, Chip, Tiers, make_chip
-from ._cost import BOUNDS, decode_cost
-from ._placement import POLICIES
-from ._traffic import lower_traffic
-from ._workload import PRECISIONS, Model, Scenario, Workload
+from ._core.area import Technology, chip_from_area
+from ._core.chip import TIERS, Chip, Tiers, make_chip
+from ._core.cost import BOUNDS, decode_cost
+from ._core.placement import POLICIES
+from ._core.traffic import lower_traffic
+from ._core.workload import PRECISIONS, Model, Scenario, Workload
 from .api import _ALL_TIERS, _FAST_TIERS, size_system, system_placement, tier_mask
 from .io import InputError, atomic_write, chip_info, formats, load_model, load_toml, tech_nodes, tech_preset
 

@@ -7,7 +7,7 @@
 # (llama-3-8b bf16, batch 32 at 4k context, and batch 512 at 1k) each system is sized
 # as it deploys, then its per-chip power cap is swept from 15% to 60% of its rated
 # cap (above 50% none of the three throttles). Where full-clock power exceeds the cap, the clock falls (DVFS, power ~ f^3 in
-# the compute-bound limit; costmodel._power) and the step slows only as far as the
+# the compute-bound limit; costmodel._core.power) and the step slows only as far as the
 # clocked resources (compute, SRAM) bind. Cost per million tokens: die (from area,
 # yield, wafer price), package and DRAM amortised over 4 years at 60% utilisation, plus
 # energy at $0.10/kWh (data/tech.toml [cost]).
@@ -26,9 +26,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import costmodel as cm
-from costmodel._economics import token_cost
-from costmodel._power import sustained_cost
-from costmodel.economics_io import chip_node, economics_preset
+from costmodel._core.economics import token_cost
+from costmodel._core.power import sustained_cost
+from costmodel.io import chip_node, economics_preset
 
 
 OUT = Path(__file__).resolve().parent / "results"

@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import costmodel as cm
-from costmodel._area import area_split
+from costmodel._core.area import area_split
 from costmodel.codesign import make_problem, optimize
 
 

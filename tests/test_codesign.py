@@ -10,7 +10,7 @@ import pytest
 import costmodel as cm
 from costmodel import codesign as cd
 from costmodel.cli import main
-from costmodel.economics_io import economics_preset
+from costmodel.io import economics_preset
 
 
 def _water_fill(bandwidths, capacities, total):

@@ -5,9 +5,8 @@ import numpy as np
 import pytest
 
 import costmodel as cm
-from costmodel._economics import die_cost, die_yield, dies_per_wafer, token_cost
-from costmodel.economics_io import economics_preset, node_for_process
-from costmodel.io import InputError
+from costmodel._core.economics import die_cost, die_yield, dies_per_wafer, token_cost
+from costmodel.io import InputError, economics_preset, node_for_process
 
 
 def test_technology_md_smoke_test():

@@ -10,7 +10,6 @@ import pytest
 
 import costmodel as cm
 from costmodel.cli import main
-from costmodel.economics_io import economics_preset
 from costmodel.explain import (
     AreaDesign,
     _logs,
@@ -19,6 +18,7 @@ from costmodel.explain import (
     cascade_placement,
     explain,
 )
+from costmodel.io import economics_preset
 
 
 ECON = economics_preset("N5")

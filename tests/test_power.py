@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import costmodel as cm
-from costmodel._power import MIN_CLOCK, sustained_cost, throttle
+from costmodel._core.power import MIN_CLOCK, sustained_cost, throttle
 
 from helpers import random_chip, random_model, random_scenario
 

@@ -25,7 +25,7 @@ import costmodel as cm
 import costmodel.sweep as sw
 from costmodel import codesign as cd, provenance as pv
 from costmodel.cli import main
-from costmodel.economics_io import economics_preset
+from costmodel.io import economics_preset
 
 
 SPEC = {

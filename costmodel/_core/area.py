@@ -4,19 +4,23 @@ The area budget pays first for fixed I/O (links, PCIe, misc) and one PHY per HBM
 stack; the rest is split by a softmax of logits over compute, SRAM and PIM. Compute
 area gives FLOP/s; SRAM area gives capacity and bandwidth; PIM area is bank-level
 PIM logic on the DRAM dies, which makes part of the DRAM reachable by in-memory
-compute and displaces normal DRAM capacity (technology notes: "model PIM as capacity
-loss on the DRAM die").
+compute and displaces normal DRAM capacity (HBM-PIM's PIM dies hold half the capacity
+of a standard die, the rest of their area being PIM logic: S. Lee et al., ISCA 2021).
 """
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ._chip import Chip, make_chip
-from ._custom_types import PerPrecision, RealScalarLike, Scalar
+from .chip import DEFAULT_OVERLAP, Chip, make_chip
+from .types import PerPrecision, RealScalarLike, Scalar
 
 
 AREA_PARTS = ("compute", "sram", "pim")
+
+REFERENCE_DIE_AREA = 814e-6
+"""The default die-area budget, m²: the H100's GH100 die, 814 mm² (NVIDIA H100 Tensor
+Core GPU Architecture whitepaper, 2022), about the reticle limit of one die."""
 
 
 class Technology(eqx.Module):
@@ -76,6 +80,19 @@ def area_split(budget: RealScalarLike, logits, tech: Technology, n_stacks: RealS
     return free * jax.nn.softmax(logits, axis=-1)
 
 
+def area_logits(parts):
+    """Logits whose softmax gives back `parts` (areas or area fractions) exactly.
+
+    The softmax is scale-invariant, so areas and fractions give the same split. An
+    empty part gets a logit of -inf: exactly no area, not a sliver.
+    """
+    parts = jnp.asarray(parts, dtype=float)
+    # Double where: log(0) is -inf with an infinite derivative; the empty part's logit
+    # is the constant -inf instead, with a zero gradient, and softmax maps it to 0.
+    ok = parts > 0
+    return jnp.where(ok, jnp.log(jnp.where(ok, parts, 1.0)), -jnp.inf)
+
+
 def chip_from_area(
     budget: RealScalarLike,
     logits,
@@ -85,7 +102,7 @@ def chip_from_area(
     compute_efficiency: RealScalarLike = 0.8,
     memory_efficiency: RealScalarLike = 0.9,
     kernel_overhead: RealScalarLike = 0.0,
-    overlap: RealScalarLike = 64.0,
+    overlap: RealScalarLike = DEFAULT_OVERLAP,
     power_cap: RealScalarLike = 1e9,
 ) -> Chip:
     """A chip whose compute, SRAM and PIM come from an area split.

@@ -7,11 +7,14 @@ over model sizes, batches and formats without recompiling. Only names are static
 import equinox as eqx
 import jax.numpy as jnp
 
-from ._custom_types import IntScalarLike, RealScalarLike, Scalar
+from .types import IntScalarLike, RealScalarLike, Scalar
 
 
 PRECISIONS = ("f32", "16", "8", "4")
 """Compute precision classes, indexing `Chip.peak_flops` and `Chip.energy_per_flop`."""
+
+F32, BITS16, BITS8, BITS4 = range(len(PRECISIONS))
+"""Indices into `PRECISIONS` (and every per-precision array)."""
 
 
 class Model(eqx.Module):

@@ -9,8 +9,8 @@ with a count, so the shapes are the same for every model and `vmap` sweeps them.
 import equinox as eqx
 import jax.numpy as jnp
 
-from ._custom_types import PerClass
-from ._workload import Workload
+from .types import PerClass
+from .workload import Workload
 
 
 CLASSES = (
@@ -24,8 +24,12 @@ CLASSES = (
 )
 """Names of the block classes, in row order of a placement matrix."""
 
-IS_KV = (False, False, False, False, True, True, True)
+IS_KV = tuple(name.startswith("kv.") for name in CLASSES)
 """Which classes are KV cache (attention state), as opposed to weights."""
+
+N_WEIGHT_CLASSES = IS_KV.index(True)
+"""Weight classes come first in `CLASSES`, then the KV classes."""
+N_KV_CLASSES = len(CLASSES) - N_WEIGHT_CLASSES
 
 WEIGHT_TILE_ROWS = 256
 """A weight block is a tile of this many rows of `d_model` weights."""
@@ -139,10 +143,10 @@ def lower_traffic(workload: Workload) -> Traffic:
             m.n_sliding_layers * s.batch * window / page,
         ]
     )
-    block_bytes = jnp.stack([tile * wb] * 4 + [page * kv_el * kb] * 3)
+    block_bytes = jnp.stack([tile * wb] * N_WEIGHT_CLASSES + [page * kv_el * kb] * N_KV_CLASSES)
     head_reads = head_read / head_stored
     reads = jnp.stack([jnp.ones_like(wb), jnp.ones_like(wb), coverage, head_reads])
-    reads = jnp.concatenate([reads, jnp.ones((3,), reads.dtype)])
+    reads = jnp.concatenate([reads, jnp.ones((N_KV_CLASSES,), reads.dtype)])
     zero = jnp.zeros_like(wb)
     writes = jnp.stack([zero, zero, zero, zero, m.n_global_layers * new_kv, zero, m.n_sliding_layers * new_kv])
     flops = jnp.stack(

@@ -35,10 +35,10 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ._chip import SRAM, Chip
-from ._cost import Cost, decode_cost
-from ._custom_types import BoolScalar, PlacementMatrix, RealScalarLike, Scalar
-from ._workload import Workload
+from .chip import SRAM, Chip
+from .cost import Cost, decode_cost
+from .types import BoolScalar, PlacementMatrix, RealScalarLike, Scalar
+from .workload import Workload
 
 
 MIN_CLOCK = 0.1

@@ -6,15 +6,16 @@ override is validated like the file's value and named in any error.
 
 from __future__ import annotations
 
-import argparse
-import math
 import re
-from typing import Any
 
 import jax.numpy as jnp
 
-from ._economics import Economics
-from .io import InputError, check_table, data_dir, tech_table
+from .._core.economics import Economics
+from .chips import chip_presets
+from .errors import InputError
+from .files import data_dir
+from .schema import check_table
+from .tech import tech_table
 
 
 _COST_FIELDS = {
@@ -61,7 +62,7 @@ def economics_preset(node: str = "N5", **overrides: float | None) -> Economics:
             `electricity_usd_per_kwh=0.05`).
 
     Examples:
-        >>> from costmodel.economics_io import economics_preset
+        >>> from costmodel.io import economics_preset
         >>> round(float(economics_preset("N5", utilization=0.5).utilization), 2)
         0.5
     """
@@ -103,8 +104,6 @@ def node_for_process(process: str) -> str | None:
 
 def chip_node(chip_name: str) -> tuple[str, str]:
     """(node, note) for a chip preset: its process mapped to a node, else N7 or N5 with a note."""
-    from .io import chip_presets
-
     table = chip_presets().get(chip_name, {})
     process = table.get("process", "")
     node = node_for_process(process) if process else None
@@ -116,44 +115,3 @@ def chip_node(chip_name: str) -> tuple[str, str]:
             return "N7", f"{process} has no node in tech.toml; priced as N7, the oldest node there (an overestimate)"
         return "N5", f"{process!r} has no node in tech.toml; priced as N5"
     return "N5", "process unknown; priced as N5"
-
-
-_FLAGS = {
-    "wafer_cost_usd": ("--wafer-cost", "wafer price, USD"),
-    "defect_density_per_cm2": ("--defect-density", "defect density D0, per cm²"),
-    "yield_alpha": ("--yield-alpha", "negative-binomial clustering parameter"),
-    "wafer_diameter_mm": ("--wafer-diameter", "wafer diameter, mm"),
-    "packaging_usd_per_die": ("--packaging-cost", "package price per chip, USD"),
-    "hbm_usd_per_GB": ("--dram-price", "DRAM/HBM price, USD per GB"),
-    "electricity_usd_per_kwh": ("--electricity", "electricity price, USD per kWh"),
-    "lifetime_years": ("--lifetime", "service life, years"),
-    "utilization": ("--utilization", "fraction of the life spent decoding, (0, 1]"),
-}
-
-
-def _number(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a number") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a finite number")
-    return value
-
-
-def add_economics_args(p: argparse.ArgumentParser) -> None:
-    """Adds `--node` and one flag per cost constant (defaults from data/tech.toml)."""
-    g = p.add_argument_group("cost per token (defaults: data/tech.toml [cost] and the node's wafer price and D0)")
-    g.add_argument("--node", default=None, help="process node for die cost (default: from the chip's process)")
-    for key, (flag, text) in _FLAGS.items():
-        g.add_argument(flag, dest=key, type=_number, default=None, help=text)
-
-
-def economics_from_args(args: Any, chip_name: str) -> tuple[Economics, str, str]:
-    """(economics, node, note) from parsed CLI args for a chip (preset name or path)."""
-    if args.node is not None:
-        node, note = args.node, f"priced as {args.node} (--node)"
-    else:
-        node, note = chip_node(chip_name)
-    overrides = {k: getattr(args, k, None) for k in _FLAGS}
-    return economics_preset(node, **overrides), node, note

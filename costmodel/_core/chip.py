@@ -10,11 +10,16 @@ from collections.abc import Sequence
 import equinox as eqx
 import jax.numpy as jnp
 
-from ._custom_types import PerPrecision, PerTier, PerTierLike, RealScalarLike, Scalar
+from .types import PerPrecision, PerTier, PerTierLike, RealScalarLike, Scalar
+from .workload import PRECISIONS
 
 
 TIERS = ("sram", "pim", "dram")
 SRAM, PIM, DRAM = 0, 1, 2
+
+DEFAULT_OVERLAP = 64.0
+"""p of the channel p-norm for an uncalibrated chip: close to a full overlap (the
+DMA engines of a GPU stream while the SMs compute)."""
 
 
 class Tiers(eqx.Module):
@@ -165,7 +170,7 @@ def make_chip(
     link_bandwidth: RealScalarLike = 0.0,
     link_latency: RealScalarLike = 0.0,
     hop_latency: RealScalarLike = 0.0,
-    overlap: RealScalarLike = 64.0,
+    overlap: RealScalarLike = DEFAULT_OVERLAP,
     tensor_parallel: RealScalarLike = 1,
     pipeline_parallel: RealScalarLike = 1,
     area: RealScalarLike = 0.0,
@@ -181,7 +186,7 @@ def make_chip(
         (3,)
     """
     f = lambda x: jnp.asarray(x, dtype=float)
-    per_precision = lambda x: jnp.broadcast_to(f(x), (4,))
+    per_precision = lambda x: jnp.broadcast_to(f(x), (len(PRECISIONS),))
     tiers = Tiers(f(capacity), f(bandwidth), f(latency), f(energy_per_byte), f(efficiency), f(compute_feed))
     return Chip(
         tiers=tiers,

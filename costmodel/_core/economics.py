@@ -18,9 +18,10 @@ References:
 import equinox as eqx
 import jax.numpy as jnp
 
-from ._chip import DRAM, PIM, Chip
-from ._cost import Cost
-from ._custom_types import RealScalarLike, Scalar
+from .chip import DRAM, PIM, Chip
+from .cost import Cost
+from .numerics import safe_div
+from .types import RealScalarLike, Scalar
 
 
 class Economics(eqx.Module):
@@ -73,12 +74,6 @@ class TokenCost(eqx.Module):
         return 1e6 * self.usd_per_token
 
 
-def _safe_div(num, den):
-    # Double where: zero area (an unknown die) or no throughput gives 0, not NaN.
-    ok = den > 0
-    return jnp.where(ok, num / jnp.where(ok, den, 1.0), 0.0)
-
-
 def dies_per_wafer(area: RealScalarLike, wafer_diameter: RealScalarLike) -> Scalar:
     """Gross die sites on a round wafer: `πr²/A − πd/√(2A)` (edge loss), at least 0.
 
@@ -115,7 +110,7 @@ def die_cost(area: RealScalarLike, econ: Economics) -> Scalar:
 
     Examples:
         >>> from costmodel._economics import die_cost
-        >>> from costmodel.economics_io import economics_preset
+        >>> from costmodel.io import economics_preset
         >>> round(float(die_cost(814e-6, economics_preset("N5"))))
         982
     """
@@ -124,7 +119,7 @@ def die_cost(area: RealScalarLike, econ: Economics) -> Scalar:
     good = sites * die_yield(area, econ.defect_density, econ.yield_alpha)
     wafer_area = jnp.pi * (econ.wafer_diameter / 2) ** 2
     wafer_scale = area > wafer_area / 2
-    return jnp.where(wafer_scale, econ.wafer_cost, _safe_div(econ.wafer_cost, good))
+    return jnp.where(wafer_scale, econ.wafer_cost, safe_div(econ.wafer_cost, good))
 
 
 def chip_cost(chip: Chip, econ: Economics) -> tuple[Scalar, Scalar]:
@@ -150,7 +145,7 @@ def token_cost(cost: Cost, chip: Chip, econ: Economics) -> TokenCost:
     Examples:
         >>> import costmodel as cm
         >>> from costmodel._economics import token_cost
-        >>> from costmodel.economics_io import economics_preset
+        >>> from costmodel.io import economics_preset
         >>> e = cm.evaluate("llama-3-8b", "h100-sxm", batch=1, context=4096)
         >>> t = token_cost(e.cost, e.chip, economics_preset("N5"))
         >>> 0.05 < float(t.usd_per_million_tokens) < 2  # manufacturing cost, no margin
@@ -158,7 +153,7 @@ def token_cost(cost: Cost, chip: Chip, econ: Economics) -> TokenCost:
     """
     chip_usd, die_usd = chip_cost(chip, econ)
     tokens = cost.tokens_per_second * econ.lifetime * econ.utilization
-    per_token = _safe_div(chip.n_chips, tokens)
+    per_token = safe_div(chip.n_chips, tokens)
     die = die_usd * per_token
     package = (chip_usd - die_usd) * per_token
     energy = cost.joules_per_token * econ.energy_price

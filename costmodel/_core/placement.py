@@ -2,7 +2,7 @@
 
 Decode attention reads every KV byte of a sequence, and a weight matmul every weight,
 so the blocks of a class are interchangeable and the fraction of a class's bytes in
-each tier is the exact continuous relaxation (technology notes, recommendation 1).
+each tier is the exact continuous relaxation.
 A *soft* placement comes from logits through a tempered softmax; a *hard* placement
 is whole blocks per tier that respect every capacity.
 """
@@ -11,10 +11,10 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ._chip import DRAM, PIM, SRAM, TIERS, Chip
-from ._cost import class_stream_efficiency
-from ._custom_types import PerClass, PlacementMatrix, RealScalarLike
-from ._traffic import IS_KV, Traffic
+from .channels import class_stream_efficiency
+from .chip import DRAM, PIM, SRAM, TIERS, Chip
+from .traffic import IS_KV, Traffic
+from .types import PerClass, PlacementMatrix, RealScalarLike
 
 
 POLICIES = ("dram", "sram", "pim_kv", "pim", "greedy")
@@ -164,3 +164,24 @@ def policy_placement(policy: str, traffic: Traffic, chip: Chip) -> PlacementMatr
 
 def _without_pim(chip: Chip):
     return eqx.tree_at(lambda t: t.capacity, chip.tiers, chip.tiers.capacity.at[PIM].set(0.0))
+
+
+def _kept(demand, capacity):
+    """Fraction of a tier's demand that fits (1 when it all does)."""
+    # Floored at one byte: a demand of 1e-30 B (a saturated softmax) over a capacity
+    # of 0 must not give 0/0 in the gradient.
+    return jnp.where(demand > capacity, capacity / jnp.maximum(demand, 1.0), 1.0)
+
+
+def spill(placement: PlacementMatrix, traffic: Traffic, chip: Chip) -> PlacementMatrix:
+    """What each tier really holds: SRAM and PIM keep what fits, the rest goes to DRAM.
+
+    Capacity is feasible by construction for SRAM and PIM: the fraction of a tier's demand that fits is kept, uniformly
+    across classes, and the overflow goes to DRAM (as `harden_placement`'s repair
+    does), so gradients stay alive when a capacity binds. A hard placement that
+    respects capacities is unchanged.
+    """
+    demand = placement.T @ traffic.stored_bytes / chip.n_chips  # [tiers], per chip
+    kept = _kept(demand, chip.tiers.capacity).at[DRAM].set(1.0)
+    held = placement * kept[None, :]
+    return held.at[:, DRAM].add(jnp.sum(placement - held, axis=-1))

@@ -1,0 +1,194 @@
+"""Each channel of a decode step, its time and its energy: the formulas in one place.
+
+A step moves bytes through four channels that run side by side: SRAM and DRAM
+stream operands to the compute die, the PIM tier computes on the bytes it holds,
+and the compute die does the remaining FLOPs. Serial terms (access latency, kernel
+launches, all-reduces, pipeline hops) add on top. `costmodel.decode_cost`, the
+roofline plot (`costmodel.report.plots`) and the calibration fit
+(`calibration.fit.model`) all call these functions, so a change to how a channel is
+timed is made here once.
+
+Units are SI: bytes (B), seconds (s), FLOP, B/s, FLOP/s, J.
+"""
+
+import jax
+import jax.numpy as jnp
+
+from .chip import DRAM, PIM, SRAM, Chip, Tiers
+from .numerics import p_norm, seconds
+from .traffic import IS_KV, Traffic
+from .types import PerClass, PerTier, Scalar
+from .workload import Workload
+
+
+FEED_FLOOR = 1e-6
+"""Smallest `Tiers.compute_feed` used: a feed of 0 would make the FLOPs on that
+tier's bytes take forever."""
+
+
+# --- kernel efficiencies ------------------------------------------------------------
+
+
+def hockney(rows, half_rate_rows):
+    """Fraction of a matmul's FLOP rate reached with `m` rows per operand element.
+
+    Hockney's half-performance length: a GEMM with `m` rows runs at `m / (m + m½)` of
+    the rate for large `m`. The `m½` is phased in as `(1 - 1/m)`, so a GEMV (`m = 1`),
+    which streams its operand through a matrix-vector kernel, runs at the full rate:
+    `m / (m + m½ (1 - 1/m))`. In time, each operand element of a multi-row matmul
+    costs up to `m½` rows' worth of extra work (operand packing on a CPU). 1 when
+    `m½ = 0`, and 1 for a class with no rows (no FLOPs).
+
+    References:
+        R. W. Hockney and C. R. Jesshope, *Parallel Computers 2*, Adam Hilger, 1988,
+        §1.3.3 (the half-performance length n½).
+    """
+    # Double where: an empty class has 0 rows, and 0 / (0 + 0) must not be NaN.
+    ok = rows > 0
+    m = jnp.where(ok, rows, 1.0)
+    return jnp.where(ok, m / (m + half_rate_rows * jnp.clip(1.0 - 1.0 / m, 0.0, 1.0)), 1.0)
+
+
+def kernel_efficiency(kernel_bytes, chip: Chip):
+    """Fraction of a tier's bandwidth a kernel over `kernel_bytes` of operand streams at.
+
+    `1 - (1 - e) / (1 + (S / S_small)**k)`: `e` (`Chip.small_kernel_efficiency`)
+    well below the step at `S_small` (`Chip.small_kernel_bytes`), 1 well above it,
+    with sharpness `k` in log size (`Chip.small_kernel_knee`). 1 for every kernel
+    when `S_small = 0`. The step was measured on XLA:CPU GEMV chains
+    (`benchmarks/gemv_chain_grid.py`, output in `benchmarks/gemv_chain_grid_cpu.txt`).
+    """
+    # Both sizes floored at one byte: an empty class (S = 0) or no step (S_small = 0)
+    # gives a finite log and the limit (1 with no step).
+    log_ratio = jnp.log(jnp.maximum(kernel_bytes, 1.0)) - jnp.log(jnp.maximum(chip.small_kernel_bytes, 1.0))
+    small = jax.nn.sigmoid(-chip.small_kernel_knee * log_ratio) * (chip.small_kernel_bytes > 0)
+    return 1.0 - (1.0 - chip.small_kernel_efficiency) * small
+
+
+def class_stream_efficiency(traffic: Traffic, chip: Chip) -> PerClass:
+    """`kernel_efficiency` of each block class: the fraction of the SRAM and DRAM
+    bandwidth its kernels stream at, over one chip's share of their operands (each
+    chip holds 1/tp of every matrix and cache)."""
+    return kernel_efficiency(traffic.kernel_bytes / chip.tensor_parallel, chip)
+
+
+def class_flop_rates(workload: Workload, traffic: Traffic, chip: Chip) -> PerClass:
+    """FLOP/s one chip's compute die reaches on each block class's FLOPs, operands on chip:
+    peak of the class's precision x compute efficiency x attention efficiency (KV
+    classes) x the Hockney factor of the class's rows per operand element."""
+    s = workload.scenario
+    is_kv = jnp.asarray(IS_KV)
+    kernel = jnp.where(is_kv, chip.attention_efficiency, 1.0)
+    # Rows sharing each operand element: 2 FLOPs per row per element read.
+    element_bytes = jnp.where(is_kv, s.kv_bytes, s.weight_bytes)
+    rows = traffic.intensity * element_bytes / 2.0
+    peak = chip.peak_flops[traffic.precision.astype(jnp.int32)]
+    return peak * chip.compute_efficiency * kernel * hockney(rows, chip.half_rate_rows)
+
+
+def effective_feed(chip: Chip) -> PerTier:
+    """`Tiers.compute_feed` as the compute channel applies it: floored, and on chip never
+    below DRAM's (else more SRAM could slow a step)."""
+    feed = jnp.maximum(chip.tiers.compute_feed, FEED_FLOOR)
+    return feed.at[SRAM].set(jnp.maximum(feed[SRAM], feed[DRAM]))
+
+
+# --- channel times --------------------------------------------------------------------
+
+
+def stream_seconds(full_rate_bytes, tiers: Tiers):
+    """Seconds each tier needs to stream bytes to the compute die.
+
+    Args:
+        full_rate_bytes: `[..., tiers]` bytes per tier, each already divided by the
+            `kernel_efficiency` of the kernel it belongs to (full-rate equivalents), B.
+        tiers: the tiers; each streams at `bandwidth x efficiency`.
+    """
+    return seconds(full_rate_bytes, tiers.effective_bandwidth)
+
+
+def pim_seconds(pim_bytes, pim_flops, chip: Chip):
+    """Seconds the PIM tier needs to compute on `pim_bytes` in place (`pim_flops` FLOPs).
+
+    The PIM units read their banks at `pim_bandwidth x efficiency` and compute at
+    `pim_flops`; the two overlap like the chip's channels do, through the p-norm at
+    `Chip.overlap` (the max for a large exponent).
+
+    References:
+        S. Lee et al., "Hardware Architecture and Software Stack for PIM Based on
+        Commercial DRAM Technology", ISCA 2021 (HBM-PIM: bank-level bandwidth and
+        in-bank FLOP/s as the two limits of a PIM kernel).
+    """
+    memory = seconds(pim_bytes, chip.pim_bandwidth * chip.tiers.efficiency[PIM])
+    math = seconds(pim_flops, chip.pim_flops)
+    return p_norm(jnp.stack([memory, math], axis=-1), chip.overlap)
+
+
+def compute_seconds(flops, rate, sram_share, dram_share, feed):
+    """Seconds the compute die needs for `flops` whose operands stream from SRAM and DRAM.
+
+    Args:
+        flops: FLOPs (per class, or per point), FLOP.
+        rate: the FLOP rate reached with operands on chip (`class_flop_rates`), FLOP/s.
+        sram_share / dram_share: fractions of the operands streamed from SRAM and DRAM
+            (PIM's share computes in the PIM units, not here).
+        feed: `effective_feed(chip)`: the rate on each tier's operands is `rate x feed`.
+    """
+    return seconds((sram_share / feed[SRAM] + dram_share / feed[DRAM]) * flops, rate)
+
+
+def overlapped_seconds(sram, pim, dram, compute, chip: Chip):
+    """The four channels' times combined into the step's parallel time.
+
+    PIM that shares the DRAM channels (`Chip.pim_serial`) runs serially with normal
+    DRAM reads (IANUS, ASPLOS 2024); the channels then overlap through the p-norm at
+    `Chip.overlap` (1: fully serial, large: fully overlapped). Every argument may have
+    batch axes (one exponent for all of them).
+    """
+    pim_alone = (1.0 - chip.pim_serial) * pim
+    dram_and_pim = dram + chip.pim_serial * pim
+    channels = jnp.stack(jnp.broadcast_arrays(sram, pim_alone, dram_and_pim, compute), axis=-1)
+    return p_norm(channels, jnp.broadcast_to(chip.overlap, channels.shape[:-1]))
+
+
+def access_seconds(accesses, shares, latency, overhead):
+    """Serial latency of `accesses` dependent accesses (layers, or kernels): each waits
+    for the latency of the tiers it reads, weighted by their `shares` of the bytes,
+    plus a fixed `overhead` (kernel launch, synchronisation), s."""
+    return accesses * (jnp.sum(shares * latency, axis=-1) + overhead)
+
+
+def allreduce_seconds(workload: Workload, chip: Chip) -> Scalar:
+    """Two ring all-reduces per layer across the tensor-parallel group (after attention
+    and after the FFN): each chip sends `2 (tp - 1) / tp` of the batch's activations
+    over its link, plus one link latency per all-reduce when `tp > 1`, s.
+
+    References:
+        P. Patarasuk and X. Yuan, "Bandwidth optimal all-reduce algorithms for
+        clusters of workstations", J. Parallel Distrib. Comput. 69(2), 2009.
+    """
+    m, s = workload.model, workload.scenario
+    tp = chip.tensor_parallel
+    message = s.batch * m.d_model * s.activation_bytes
+    ring = 2.0 * (tp - 1.0) / tp * seconds(message, chip.link_bandwidth)
+    return 2.0 * m.n_layers * (chip.link_latency * jnp.clip(tp - 1.0, 0.0, 1.0) + ring)
+
+
+def pipeline_seconds(chip: Chip) -> Scalar:
+    """Latency of the hops between pipeline stages, once per token, s."""
+    return jnp.maximum(chip.pipeline_parallel - 1.0, 0.0) * chip.hop_latency
+
+
+# --- channel energies -----------------------------------------------------------------
+
+
+def tier_joules(tier_bytes: PerTier, chip: Chip) -> PerTier:
+    """Energy of the bytes each tier serves: SRAM and DRAM at `Tiers.energy_per_byte`,
+    the PIM tier at its internal access energy `Chip.pim_energy_per_byte`, J."""
+    joules = tier_bytes * chip.tiers.energy_per_byte
+    return joules.at[PIM].set(tier_bytes[PIM] * chip.pim_energy_per_byte)
+
+
+def compute_joules(flops: PerClass, precision, chip: Chip) -> Scalar:
+    """Dynamic energy of the FLOPs, each at its precision's `Chip.energy_per_flop`, J."""
+    return jnp.sum(flops * chip.energy_per_flop[precision])

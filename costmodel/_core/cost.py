@@ -1,0 +1,151 @@
+"""The cost of one decode step: time, energy and what bounds it.
+
+Per step, each tier serves the bytes its share of each block class is read (and
+written) with; SRAM and DRAM stream them to the compute die, while the PIM tier
+computes on the bytes it holds (attention where its KV sits). The compute die does
+the remaining FLOPs. The four channels overlap, and serial terms (per-layer latency,
+kernel overhead, all-reduces and pipeline hops) add on top. Each channel's time and
+energy formula lives in `costmodel._core.channels`; this module assembles them.
+"""
+
+import equinox as eqx
+import jax.numpy as jnp
+
+from . import channels as ch
+from .chip import DRAM, PIM, SRAM, Chip
+from .numerics import safe_div
+from .placement import spill
+from .traffic import lower_traffic
+from .types import BoolScalar, IntScalar, PerTier, PlacementMatrix, Scalar
+from .workload import Workload
+
+
+BOUNDS = ("memory", "compute", "latency")
+"""What a step is bound by: the slowest memory channel, the compute die, or the
+serial latency terms."""
+
+
+class Cost(eqx.Module):
+    """The cost of one decode step of a whole system.
+
+    Attributes:
+        seconds_per_step: wall time of one decode step, s.
+        tokens_per_second: tokens per second over the whole batch.
+        tokens_per_second_per_sequence: tokens per second seen by one sequence.
+        joules_per_token: energy per generated token, all chips, J.
+        power: average power per chip while decoding, W.
+        bound: index into `BOUNDS`.
+        tier_bytes: bytes each tier serves per step (all chips), B.
+        tier_seconds: time each tier's channel needs per step, s.
+        tier_joules: energy of each tier's accesses per step (all chips), J.
+        compute_seconds: time the compute die needs per step, s.
+        compute_joules: dynamic compute energy per step (all chips), J.
+        flops: FLOPs per step (all chips), FLOP.
+        serial_seconds: latency, kernel overhead and communication per step, s.
+        static_joules: static energy per step (all chips), J.
+        stored_bytes: bytes each chip holds in each tier after spilling, B.
+        overflow_bytes: bytes per chip that fit in no tier, B.
+        feasible: whether everything fits.
+    """
+
+    seconds_per_step: Scalar
+    tokens_per_second: Scalar
+    tokens_per_second_per_sequence: Scalar
+    joules_per_token: Scalar
+    power: Scalar
+    bound: IntScalar
+    tier_bytes: PerTier
+    tier_seconds: PerTier
+    tier_joules: PerTier
+    compute_seconds: Scalar
+    compute_joules: Scalar
+    flops: Scalar
+    serial_seconds: Scalar
+    static_joules: Scalar
+    stored_bytes: PerTier
+    overflow_bytes: Scalar
+    feasible: BoolScalar
+
+
+def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> Cost:
+    """The time and energy of one decode step.
+
+    Args:
+        workload: the model and scenario.
+        chip: the chip (and its tensor/pipeline-parallel system).
+        placement: `[classes, tiers]` fractions of each block class per tier (rows
+            on the simplex), soft or hard.
+
+    Returns:
+        A `Cost`. A placement that overflows SRAM or PIM spills to DRAM; one that
+        overflows DRAM is reported through `overflow_bytes` and `feasible`.
+
+    Examples:
+        >>> import costmodel as cm
+        >>> w = cm.Workload(cm.model_preset("llama-3-8b"), cm.Scenario(batch=1, context=4096))
+        >>> chip = cm.chip_preset("h100-sxm")
+        >>> cost = cm.decode_cost(w, chip, cm.policy_placement("dram", cm.lower_traffic(w), chip))
+        >>> cm.BOUNDS[int(cost.bound)]
+        'memory'
+    """
+    traffic = lower_traffic(workload)
+    s = workload.scenario
+    tiers = chip.tiers
+    n = chip.n_chips
+    tp = chip.tensor_parallel
+    held = spill(placement, traffic, chip)
+
+    moved = traffic.read_bytes + traffic.writes  # [classes], all chips
+    tier_bytes = held.T @ moved  # [tiers], all chips
+    # A pipeline runs its stages one after another for each token, so the step sees
+    # the bytes of all stages through one tensor-parallel group's channels.
+    group_bytes = tier_bytes / tp
+    # Small kernels stream slower: each class's bytes in full-rate equivalents.
+    slow = moved / ch.class_stream_efficiency(traffic, chip)
+    stream = ch.stream_seconds(held.T @ slow / tp, tiers)
+    pim_flops = jnp.sum(held[:, PIM] * traffic.flops)
+    tier_seconds = stream.at[PIM].set(ch.pim_seconds(group_bytes[PIM], pim_flops / tp, chip))
+
+    # The compute die does the FLOPs on the bytes SRAM and DRAM stream to it, each at
+    # the rate it sustains on operands from that tier (`compute_feed`).
+    rates = ch.class_flop_rates(workload, traffic, chip)
+    feed = ch.effective_feed(chip)
+    compute_seconds = jnp.sum(ch.compute_seconds(traffic.flops / tp, rates, held[:, SRAM], held[:, DRAM], feed))
+    parallel = ch.overlapped_seconds(tier_seconds[SRAM], tier_seconds[PIM], tier_seconds[DRAM], compute_seconds, chip)
+
+    share = safe_div(tier_bytes, jnp.sum(tier_bytes))
+    latency = ch.access_seconds(workload.model.n_layers, share, tiers.latency, chip.kernel_overhead)
+    serial = latency + ch.allreduce_seconds(workload, chip) + ch.pipeline_seconds(chip)
+    seconds = parallel + serial
+
+    tier_joules = ch.tier_joules(tier_bytes, chip)
+    compute_joules = ch.compute_joules(traffic.flops, traffic.precision.astype(jnp.int32), chip)
+    static_joules = chip.static_power * n * seconds
+    joules = jnp.sum(tier_joules) + compute_joules + static_joules
+
+    stored = held.T @ traffic.stored_bytes / n
+    # SRAM and PIM cannot overflow after `spill`; DRAM, the last tier, can.
+    overflow = jnp.maximum(stored[DRAM] - tiers.capacity[DRAM], 0.0)
+    feasible = overflow <= 1e-6 * jnp.sum(stored)
+
+    memory_seconds = jnp.max(tier_seconds)
+    bound = jnp.argmax(jnp.stack([memory_seconds, compute_seconds, serial])).astype(jnp.int32)
+    return Cost(
+        seconds_per_step=seconds,
+        tokens_per_second=safe_div(s.batch, seconds),
+        tokens_per_second_per_sequence=safe_div(jnp.ones_like(seconds), seconds),
+        joules_per_token=safe_div(joules, s.batch),
+        power=safe_div(joules, seconds * n),
+        bound=bound,
+        tier_bytes=tier_bytes,
+        tier_seconds=tier_seconds,
+        tier_joules=tier_joules,
+        compute_seconds=compute_seconds,
+        compute_joules=compute_joules,
+        flops=jnp.sum(traffic.flops),
+        serial_seconds=serial,
+        static_joules=static_joules,
+        stored_bytes=stored,
+        overflow_bytes=overflow,
+        feasible=feasible,
+    )

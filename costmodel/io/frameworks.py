@@ -1,0 +1,102 @@
+"""Serving-framework profiles (`data/frameworks.toml`): what each multiplier is and
+which measurement rows it was fitted on."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from .errors import InputError
+from .files import data_dir, load_toml, only_section
+from .schema import check_table
+
+
+MULTIPLIERS = ("memory_efficiency", "compute_efficiency", "kernel_overhead", "link_latency")
+"""The fields of a framework profile, in the order of its log-multiplier vector."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Framework:
+    """A serving-framework efficiency profile (`data/frameworks.toml`).
+
+    Attributes:
+        name: profile id.
+        multipliers: the four `MULTIPLIERS`, each > 0.
+        fit: which multipliers the fit may move (the others stay at 1).
+        fitted_on: measurement row ids the profile was fitted on.
+        base: for a backend variant (e.g. `llama.cpp-metal`), the framework name a user
+            asks for; the variant is used on the chips it lists.
+        chips: chip ids a backend variant applies to.
+        source: how the profile was obtained.
+    """
+
+    name: str
+    multipliers: tuple[float, float, float, float]
+    fit: tuple[str, ...]
+    fitted_on: tuple[str, ...]
+    base: str | None
+    chips: tuple[str, ...]
+    source: str
+
+
+def frameworks_path() -> Path:
+    return data_dir() / "frameworks.toml"
+
+
+def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
+    """All framework profiles, validated."""
+    path = Path(path) if path is not None else frameworks_path()
+    data = only_section(load_toml(path), "frameworks", path)
+    if not isinstance(data, dict) or not data:
+        raise InputError(f"{path}: expected a non-empty [frameworks] table")
+    out = {}
+    for name, t in data.items():
+        where = f"{path}: frameworks.{name}"
+        t = check_table(
+            t,
+            where,
+            {k: "positive" for k in MULTIPLIERS},
+            strings=("source", "base", "description"),
+            tables=("fit", "fitted_on", "chips"),
+        )
+        lists = {}
+        for key in ("fit", "fitted_on", "chips"):
+            value = t.get(key, [])
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise InputError(f"{where}: field {key!r} = {value!r}: expected a list of strings")
+            lists[key] = tuple(value)
+        for key in lists["fit"]:
+            if key not in MULTIPLIERS:
+                raise InputError(f"{where}: field 'fit' has {key!r}: expected names from {list(MULTIPLIERS)}")
+        if not t.get("source"):
+            raise InputError(f"{where}: missing field 'source' (how the profile was obtained)")
+        out[name] = Framework(
+            name=name,
+            multipliers=tuple(t[k] for k in MULTIPLIERS),
+            fit=lists["fit"],
+            fitted_on=lists["fitted_on"],
+            base=t.get("base"),
+            chips=lists["chips"],
+            source=t["source"],
+        )
+    for f in out.values():
+        if f.base is not None and f.base not in out:
+            raise InputError(f"{path}: frameworks.{f.name}: field 'base' = {f.base!r}: expected a framework name")
+    return out
+
+
+def framework_names(frameworks: dict[str, Framework] | None = None) -> list[str]:
+    """The names a user can ask for (backend variants are chosen automatically)."""
+    frameworks = frameworks if frameworks is not None else load_frameworks()
+    return sorted(name for name, f in frameworks.items() if f.base is None)
+
+
+def resolve_framework(name: str, chip_name: str, frameworks: dict[str, Framework] | None = None) -> Framework:
+    """The profile for framework `name` on chip `chip_name` (a backend variant if one lists it)."""
+    frameworks = frameworks if frameworks is not None else load_frameworks()
+    if name not in frameworks or frameworks[name].base is not None:
+        raise InputError(f"framework {name!r}: unknown; expected one of {framework_names(frameworks)}")
+    for f in frameworks.values():
+        if f.base == name and chip_name in f.chips:
+            return f
+    return frameworks[name]
