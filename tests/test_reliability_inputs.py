@@ -110,13 +110,13 @@ _HF = {
 }
 
 _CHIP_KNOWN = (
-    set(io._CHIP_FIELDS)
-    | set(io._CHIP_OPTIONAL)
-    | set(io._PIM_FIELDS)
-    | {"name", "source", "placement", "process", "sram", "pim", "dram", "sources", "capacity_MB", "capacity_GB"}
-    | {"serial_with_dram"}
+    {f.key for f in io.CHIP_SCHEMA}
+    | set(io.chips.SYSTEM_FIELDS)
+    | set(io.chips.STRINGS)
+    | set(io.chips.SECTIONS)
+    | {"sources"}
 )
-_MODEL_KNOWN = set(io._MODEL_FIELDS) | set(io._MODEL_OPTIONAL) | {"source", "name"}
+_MODEL_KNOWN = set(io.models.MODEL_FIELDS) | set(io.models.MODEL_OPTIONAL) | {"source", "name"}
 
 
 # --- chip files ----------------------------------------------------------------------

@@ -17,6 +17,10 @@ from .workload import PRECISIONS
 TIERS = ("sram", "pim", "dram")
 SRAM, PIM, DRAM = 0, 1, 2
 
+SMALL_KERNEL_KNEE = 4.0
+"""Default sharpness of the small-kernel step in log size (`Chip.small_kernel_knee`):
+a neutral value, since the step is off (`small_kernel_bytes = 0`) unless calibrated."""
+
 DEFAULT_OVERLAP = 64.0
 """p of the channel p-norm for an uncalibrated chip: close to a full overlap (the
 DMA engines of a GPU stream while the SMs compute)."""
@@ -162,7 +166,7 @@ def make_chip(
     half_rate_rows: RealScalarLike = 0.0,
     small_kernel_bytes: RealScalarLike = 0.0,
     small_kernel_efficiency: RealScalarLike = 1.0,
-    small_kernel_knee: RealScalarLike = 4.0,
+    small_kernel_knee: RealScalarLike = SMALL_KERNEL_KNEE,
     energy_per_flop: RealScalarLike | Sequence[RealScalarLike] = 0.0,
     static_power: RealScalarLike = 0.0,
     power_cap: RealScalarLike = 1e9,

@@ -8,14 +8,20 @@ value raises `InputError` naming the file, the field, the value and what was
 expected (`schema.check_table`); the core never sees a raw dict.
 """
 
+from . import chips as chips, models as models
 from .chips import (
+    CHIP_SCHEMA as CHIP_SCHEMA,
     FLOP_ENERGY_SCALE as FLOP_ENERGY_SCALE,
+    ChipField as ChipField,
     ChipInfo as ChipInfo,
     calibrated_chips as calibrated_chips,
+    chip_file_text as chip_file_text,
     chip_from_table as chip_from_table,
     chip_info as chip_info,
+    chip_leaf_kinds as chip_leaf_kinds,
     chip_preset as chip_preset,
     chip_presets as chip_presets,
+    chip_table as chip_table,
 )
 from .economics import (
     JOULES_PER_KWH as JOULES_PER_KWH,

@@ -3,56 +3,277 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .._core.chip import DEFAULT_OVERLAP, Chip, make_chip
+from .._core.chip import DEFAULT_OVERLAP, DRAM, PIM, SMALL_KERNEL_KNEE, SRAM, Chip, make_chip
 from .._core.placement import POLICIES
+from .._core.workload import BITS4, BITS8, BITS16, F32
 from .errors import InputError
 from .files import data_dir, load_toml
 from .schema import check_table
 
 
-_CHIP_FIELDS = {
-    "peak_tflops_16": "positive",
-    "compute_efficiency": "fraction",
-    "energy_pj_per_flop": "nonneg",
-    "static_power_w": "nonneg",
-    "power_cap_w": "positive",
-    "kernel_overhead_us": "nonneg",
-    "link_bandwidth_GBps": "nonneg",
-    "link_latency_us": "nonneg",
-    "hop_latency_us": "nonneg",
-    "max_chips": "count",
-}
-_CHIP_OPTIONAL = {
-    "peak_tflops_f32": "positive",
-    "peak_tflops_8": "positive",
-    "peak_tflops_4": "positive",
-    "area_mm2": "nonneg",
-    "overlap": "overlap",
-    "attention_efficiency": "fraction",
-    "half_rate_rows": "nonneg",
-    "small_kernel_MB": "nonneg",
-    "small_kernel_efficiency": "fraction",
-    "small_kernel_knee": "positive",
-}
-_TIER_FIELDS = {
-    "bandwidth_GBps": "positive",
-    "latency_ns": "nonneg",
-    "energy_pj_per_byte": "nonneg",
-    "efficiency": "fraction",
-}
-_PIM_FIELDS = {**_TIER_FIELDS, "internal_bandwidth_GBps": "positive", "tflops": "positive"}
 FLOP_ENERGY_SCALE = (3.0, 1.0, 0.5, 0.25)
 """Energy per FLOP relative to 16-bit, per precision class (f32, 16, 8, 4): Horowitz,
 ISSCC 2014, 45 nm: FP32 mult+add 4.6 pJ vs FP16 1.5 pJ (~3x); 8-bit between INT8
 (0.23 pJ) and FP8 (assumption: half of 16-bit); 4-bit assumed half of 8-bit."""
+
 F32_PEAK_OVER_16 = 0.5
 """f32 peak over the 16-bit peak for a chip file that gives no `peak_tflops_f32`: an
 assumption with no source (the rate of 16-bit SIMD packed two per 32-bit lane), which
 only f32 weights or KV on such a chip see. The presets that rely on it are the ones
 without the field in `data/chips.toml` (TPUs, Groq, Cerebras, SN40L, d-Matrix)."""
+
+
+# --- the chip-file schema -----------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ChipField:
+    """One number of a chip file and the `Chip` leaf it sets.
+
+    Attributes:
+        key: the field's name in the file (in its section).
+        section: None for a top-level field, else the tier's table ("sram", "pim", "dram").
+        kind: what the file's value must be (a key of `costmodel.io.KINDS`).
+        scale: file unit -> SI (e.g. 1e9 for GB/s -> B/s).
+        leaves: the `Chip` leaves the value sets, as (attribute path, entry index or
+            None); most fields set one.
+        default: the value (file units) when the field is absent; None: required.
+        sweep: the kind a sweep axis over the leaf must satisfy, where it differs from
+            `kind` (a tier or a precision can be absent in a sweep: bandwidth 0).
+    """
+
+    key: str
+    section: str | None
+    kind: str
+    scale: float
+    leaves: tuple[tuple[tuple[str, ...], int | None], ...]
+    default: float | None = None
+    sweep: str | None = None
+
+
+def _top(key, kind, scale, path, index=None, default=None, sweep=None):
+    return ChipField(key, None, kind, scale, ((path, index),), default, sweep)
+
+
+def _tier_fields(section: str, tier: int, capacity_key: str, capacity_scale: float) -> tuple[ChipField, ...]:
+    t = lambda key, kind, scale, name, default=None, sweep=None: ChipField(
+        key, section, kind, scale, ((("tiers", name), tier),), default, sweep
+    )
+    common = (
+        t(capacity_key, "nonneg", capacity_scale, "capacity"),
+        t("bandwidth_GBps", "positive", 1e9, "bandwidth", sweep="nonneg"),
+        t("latency_ns", "nonneg", 1e-9, "latency"),
+    )
+    if section != "pim":
+        return (
+            *common,
+            t("energy_pj_per_byte", "nonneg", 1e-12, "energy_per_byte"),
+            t("efficiency", "fraction", 1.0, "efficiency"),
+            t("compute_feed", "fraction", 1.0, "compute_feed", default=1.0),
+        )
+    # PIM-held FLOPs run in the PIM units: there is no compute feed on that tier.
+    return (
+        *common,
+        ChipField(
+            "energy_pj_per_byte",
+            section,
+            "nonneg",
+            1e-12,
+            ((("tiers", "energy_per_byte"), tier), (("pim_energy_per_byte",), None)),
+        ),
+        t("efficiency", "fraction", 1.0, "efficiency"),
+        ChipField("internal_bandwidth_GBps", section, "positive", 1e9, ((("pim_bandwidth",), None),), sweep="nonneg"),
+        ChipField("tflops", section, "positive", 1e12, ((("pim_flops",), None),), sweep="nonneg"),
+        ChipField("serial_with_dram", section, "unit", 1.0, ((("pim_serial",), None),), default=0.0),
+    )
+
+
+CHIP_SCHEMA: tuple[ChipField, ...] = (
+    _top("peak_tflops_16", "positive", 1e12, ("peak_flops",), BITS16, sweep="nonneg"),
+    _top("compute_efficiency", "fraction", 1.0, ("compute_efficiency",)),
+    # The other precisions' energies scale from the 16-bit one (`FLOP_ENERGY_SCALE`).
+    _top("energy_pj_per_flop", "nonneg", 1e-12, ("energy_per_flop",), BITS16),
+    _top("static_power_w", "nonneg", 1.0, ("static_power",)),
+    _top("power_cap_w", "positive", 1.0, ("power_cap",)),
+    _top("kernel_overhead_us", "nonneg", 1e-6, ("kernel_overhead",)),
+    _top("link_bandwidth_GBps", "nonneg", 1e9, ("link_bandwidth",)),
+    _top("link_latency_us", "nonneg", 1e-6, ("link_latency",)),
+    _top("hop_latency_us", "nonneg", 1e-6, ("hop_latency",)),
+    # Absent peaks derive from the 16-bit one (`_derived_peaks`): their default is None
+    # here only because it is not a constant.
+    _top("peak_tflops_f32", "positive", 1e12, ("peak_flops",), F32, sweep="nonneg"),
+    _top("peak_tflops_8", "positive", 1e12, ("peak_flops",), BITS8, sweep="nonneg"),
+    _top("peak_tflops_4", "positive", 1e12, ("peak_flops",), BITS4, sweep="nonneg"),
+    _top("area_mm2", "nonneg", 1e-6, ("area",), default=0.0),
+    _top("overlap", "overlap", 1.0, ("overlap",), default=DEFAULT_OVERLAP),
+    _top("attention_efficiency", "fraction", 1.0, ("attention_efficiency",), default=1.0),
+    _top("half_rate_rows", "nonneg", 1.0, ("half_rate_rows",), default=0.0),
+    _top("small_kernel_MB", "nonneg", 1e6, ("small_kernel_bytes",), default=0.0),
+    _top("small_kernel_efficiency", "fraction", 1.0, ("small_kernel_efficiency",), default=1.0),
+    _top("small_kernel_knee", "positive", 1.0, ("small_kernel_knee",), default=SMALL_KERNEL_KNEE),
+    *_tier_fields("sram", SRAM, "capacity_MB", 1e6),
+    *_tier_fields("pim", PIM, "capacity_GB", 1e9),
+    *_tier_fields("dram", DRAM, "capacity_GB", 1e9),
+)
+"""Every number of a chip file (`data/chips.toml` sections, chip TOML files), in the
+order the file lists them. Reading (`chip_from_table`), sweeping (`chip_leaf_kinds`)
+and writing (`chip_table`) all go through it."""
+
+DERIVED_PEAKS = {"peak_tflops_f32", "peak_tflops_8", "peak_tflops_4"}
+"""Optional peaks whose default comes from another peak (`_derived_peaks`)."""
+
+SYSTEM_FIELDS = {"max_chips": "count"}
+"""Top-level numbers that describe the system, not the `Chip` pytree (`ChipInfo`)."""
+
+STRINGS = ("name", "source", "placement", "process")
+SECTIONS = ("sram", "pim", "dram")
+
+
+def _derived_peaks(values: dict[str, float]) -> dict[str, float]:
+    """Peaks the file leaves out: 8-bit at the 16-bit rate, 4-bit at the 8-bit rate, f32 at
+    `F32_PEAK_OVER_16` of the 16-bit rate."""
+    p16 = values["peak_tflops_16"]
+    p8 = values.get("peak_tflops_8", p16)
+    return {
+        "peak_tflops_f32": values.get("peak_tflops_f32", p16 * F32_PEAK_OVER_16),
+        "peak_tflops_8": p8,
+        "peak_tflops_4": values.get("peak_tflops_4", p8),
+    }
+
+
+def _kinds(section: str | None) -> tuple[dict[str, str], dict[str, str]]:
+    """(required, optional) field kinds of one table of a chip file, in file order."""
+    fields = [f for f in CHIP_SCHEMA if f.section == section]
+    required = {f.key: f.kind for f in fields if f.default is None and f.key not in DERIVED_PEAKS}
+    optional = {f.key: f.kind for f in fields if f.default is not None or f.key in DERIVED_PEAKS}
+    if section is None:
+        required = {**dict(list(required.items())), **SYSTEM_FIELDS}
+    return required, optional
+
+
+def chip_leaf_kinds() -> dict[tuple[str, ...], str]:
+    """The kind a sweep axis over each `Chip` leaf must satisfy, by attribute path (the
+    file's kind, or the field's `sweep` kind). Every entry of a vector leaf has the same
+    kind. `tensor_parallel` and `pipeline_parallel` are the system's layout, not a chip
+    file's: they are not listed."""
+    out: dict[tuple[str, ...], str] = {}
+    for f in CHIP_SCHEMA:
+        for path, _ in f.leaves:
+            kind = f.sweep or f.kind
+            if out.setdefault(path, kind) != kind:
+                raise AssertionError(f"CHIP_SCHEMA: leaf {path} has kinds {out[path]} and {kind}")
+    return out
+
+
+def _set(values: dict[tuple[str, ...], list[float] | float], path, index, value):
+    if index is None:
+        values[path] = value
+    else:
+        entries = values[path]
+        assert isinstance(entries, list)
+        entries[index] = value
+
+
+def chip_from_table(t: dict[str, Any], where: str, name: str) -> ChipInfo:
+    """Validates one chip table (datasheet units) and converts it to a SI `Chip`.
+
+    Every number goes through `CHIP_SCHEMA`; a tier whose section is absent has zero
+    capacity (it is not there).
+    """
+    required, optional = _kinds(None)
+    t = check_table(t, where, required, optional, strings=STRINGS, tables=(*SECTIONS, "sources"))
+    placement = t.get("placement", "dram")
+    if placement not in POLICIES:
+        raise InputError(f"{where}: field 'placement' = {placement!r}: expected one of {list(POLICIES)}")
+    sections = {None: {**t, **_derived_peaks(t)}}
+    for key in SECTIONS:
+        if key in t:
+            req, opt = _kinds(key)
+            sections[key] = check_table(t[key], f"{where}.{key}", req, opt, strings=("source",), tables=("sources",))
+    blank = make_chip(capacity=(0.0, 0.0, 0.0), bandwidth=(0.0, 0.0, 0.0), peak_flops=0.0)
+    values: dict[tuple[str, ...], Any] = {}
+    for f in CHIP_SCHEMA:
+        for path, _ in f.leaves:
+            leaf = blank
+            for part in path:
+                leaf = getattr(leaf, part)
+            values.setdefault(path, [float(v) for v in leaf.reshape(-1)] if leaf.ndim else float(leaf))
+    for f in CHIP_SCHEMA:
+        if f.section not in sections:
+            continue
+        value = sections[f.section].get(f.key, f.default)
+        for path, index in f.leaves:
+            _set(values, path, index, value * f.scale)
+    if sum(values[("tiers", "capacity")]) <= 0:
+        raise InputError(f"{where}: no memory: expected at least one of [sram], [pim], [dram] with capacity > 0")
+    e16 = values[("energy_per_flop",)][BITS16]
+    values[("energy_per_flop",)] = [e16 * s for s in FLOP_ENERGY_SCALE]
+    tier_names = {p[1]: v for p, v in values.items() if p[0] == "tiers"}
+    chip = make_chip(**tier_names, **{p[0]: v for p, v in values.items() if p[0] != "tiers"})
+    return ChipInfo(chip, placement, int(t["max_chips"]), name, t.get("source", ""), t.get("name", name))
+
+
+def _round(x: float) -> float:
+    """Six significant digits: what a chip file shows (and reads back exactly)."""
+    return float(f"{x:.6g}")
+
+
+def chip_table(
+    chip: Chip, *, name: str, source: str, placement: str, max_chips: int, sources: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A chip as a chip-file table (file units, six significant digits), the inverse of
+    `chip_from_table`.
+
+    Args:
+        chip: one chip (no batch axes).
+        name, source, placement, max_chips: the file's descriptive fields.
+        sources: notes on where each number comes from: a key naming a section
+            ("sram", "pim", "dram") gives that section's `source`; the others form the
+            file's `[sources]` table.
+
+    Returns:
+        A dict for `chip_file_text`: top-level fields, then a table per tier that has
+        capacity (a tier without capacity is left out, as it is absent). Peaks equal to
+        their derived default are left out.
+    """
+    sources = dict(sources or {})
+
+    def value(f: ChipField) -> float:
+        path, index = f.leaves[0]
+        leaf: Any = chip
+        for part in path:
+            leaf = getattr(leaf, part)
+        return _round(float(leaf if index is None else leaf[index]) / f.scale)
+
+    top: dict[str, Any] = {"name": name, "source": source}
+    top.update({f.key: value(f) for f in CHIP_SCHEMA if f.section is None})
+    derived = _derived_peaks({k: v for k, v in top.items() if k == "peak_tflops_16"})
+    for key in DERIVED_PEAKS:
+        if _round(derived[key]) == top[key]:
+            del top[key]
+    top.update(placement=placement, max_chips=int(max_chips))
+    capacity = chip.tiers.capacity
+    for section, tier in zip(SECTIONS, (SRAM, PIM, DRAM)):
+        if float(capacity[tier]) > 0:
+            table = {f.key: value(f) for f in CHIP_SCHEMA if f.section == section}
+            if section in sources:
+                table["source"] = sources.pop(section)
+            top[section] = table
+    if sources:
+        top["sources"] = sources
+    return top
+
+
+def chip_file_text(table: dict[str, Any], comments: Sequence[str] = ()) -> str:
+    """TOML text of a chip-file table, after `# ` comment lines."""
+    import tomli_w
+
+    header = "".join(f"# {line}\n" for line in comments)
+    return header + ("\n" if header else "") + tomli_w.dumps(table)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,90 +286,6 @@ class ChipInfo:
     name: str
     source: str
     label: str = ""
-
-
-def _tier(t: Any, where: str, fields: dict[str, str], capacity_key: str, scale: float, optional=None):
-    t = check_table(t, where, {capacity_key: "nonneg", **fields}, optional, strings=("source",), tables=("sources",))
-    return t, t[capacity_key] * scale
-
-
-def chip_from_table(t: dict[str, Any], where: str, name: str) -> ChipInfo:
-    """Validates one chip table (datasheet units) and converts it to a SI `Chip`."""
-    t = check_table(
-        t,
-        where,
-        _CHIP_FIELDS,
-        _CHIP_OPTIONAL,
-        strings=("name", "source", "placement", "process"),
-        tables=("sram", "pim", "dram", "sources"),
-    )
-    placement = t.get("placement", "dram")
-    if placement not in POLICIES:
-        raise InputError(f"{where}: field 'placement' = {placement!r}: expected one of {list(POLICIES)}")
-    cap = [0.0, 0.0, 0.0]
-    bw = [0.0, 0.0, 0.0]
-    lat = [0.0, 0.0, 0.0]
-    epb = [0.0, 0.0, 0.0]
-    eff = [1.0, 1.0, 1.0]
-    feed = [1.0, 1.0, 1.0]
-    pim_bw = pim_flops = pim_e = pim_serial = 0.0
-    for i, (key, fields, cap_key, scale) in enumerate(
-        [
-            ("sram", _TIER_FIELDS, "capacity_MB", 1e6),
-            ("pim", _PIM_FIELDS, "capacity_GB", 1e9),
-            ("dram", _TIER_FIELDS, "capacity_GB", 1e9),
-        ]
-    ):
-        if key not in t:
-            continue
-        # PIM-held FLOPs run in the PIM units: a compute feed there would do nothing.
-        optional = {"serial_with_dram": "unit"} if key == "pim" else {"compute_feed": "fraction"}
-        tier, cap[i] = _tier(t[key], f"{where}.{key}", fields, cap_key, scale, optional)
-        bw[i] = tier["bandwidth_GBps"] * 1e9
-        lat[i] = tier["latency_ns"] * 1e-9
-        epb[i] = tier["energy_pj_per_byte"] * 1e-12
-        eff[i] = tier["efficiency"]
-        feed[i] = tier.get("compute_feed", 1.0)
-        if key == "pim":
-            pim_bw = tier["internal_bandwidth_GBps"] * 1e9
-            pim_flops = tier["tflops"] * 1e12
-            pim_e = epb[i]
-            pim_serial = tier.get("serial_with_dram", 0.0)
-    if sum(cap) <= 0:
-        raise InputError(f"{where}: no memory: expected at least one of [sram], [pim], [dram] with capacity > 0")
-    p16 = t["peak_tflops_16"]
-    p8 = t.get("peak_tflops_8", p16)
-    peaks = [t.get("peak_tflops_f32", p16 * F32_PEAK_OVER_16), p16, p8, t.get("peak_tflops_4", p8)]
-    e16 = t["energy_pj_per_flop"] * 1e-12
-    chip = make_chip(
-        capacity=cap,
-        bandwidth=bw,
-        latency=lat,
-        energy_per_byte=epb,
-        efficiency=eff,
-        compute_feed=feed,
-        pim_bandwidth=pim_bw,
-        pim_flops=pim_flops,
-        pim_energy_per_byte=pim_e,
-        pim_serial=pim_serial,
-        peak_flops=[p * 1e12 for p in peaks],
-        compute_efficiency=t["compute_efficiency"],
-        attention_efficiency=t.get("attention_efficiency", 1.0),
-        half_rate_rows=t.get("half_rate_rows", 0.0),
-        small_kernel_bytes=t.get("small_kernel_MB", 0.0) * 1e6,
-        small_kernel_efficiency=t.get("small_kernel_efficiency", 1.0),
-        small_kernel_knee=t.get("small_kernel_knee", 4.0),
-        energy_per_flop=[e16 * s for s in FLOP_ENERGY_SCALE],
-        static_power=t["static_power_w"],
-        power_cap=t["power_cap_w"],
-        kernel_overhead=t["kernel_overhead_us"] * 1e-6,
-        link_bandwidth=t["link_bandwidth_GBps"] * 1e9,
-        link_latency=t["link_latency_us"] * 1e-6,
-        hop_latency=t["hop_latency_us"] * 1e-6,
-        overlap=t.get("overlap", DEFAULT_OVERLAP),
-        area=t.get("area_mm2", 0.0) * 1e-6,
-    )
-    return ChipInfo(chip, placement, int(t["max_chips"]), name, t.get("source", ""), t.get("name", name))
 
 
 def chip_presets() -> dict[str, dict[str, Any]]:

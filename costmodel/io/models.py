@@ -12,14 +12,14 @@ from .files import data_dir, load_toml
 from .schema import MAX_NUMBER, check_table
 
 
-_MODEL_FIELDS = {
+MODEL_FIELDS = {
     "n_layers": "count",
     "d_model": "count",
     "n_heads": "count",
     "d_ff": "count",
     "vocab": "count",
 }
-_MODEL_OPTIONAL = {
+MODEL_OPTIONAL = {
     "n_kv_heads": "count",
     "head_dim": "count",
     "ffn_matrices": "count",
@@ -33,7 +33,7 @@ _MODEL_OPTIONAL = {
 
 
 def _model_from_table(t: dict[str, Any], where: str, name: str) -> Model:
-    t = check_table(t, where, _MODEL_FIELDS, _MODEL_OPTIONAL, strings=("source", "name"))
+    t = check_table(t, where, MODEL_FIELDS, MODEL_OPTIONAL, strings=("source", "name"))
     t.pop("source", None)
     t.pop("name", None)
     if t.get("n_sliding_layers", 0) > t["n_layers"]:
