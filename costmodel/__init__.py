@@ -54,7 +54,7 @@ from ._core.traffic import (
     lower_traffic as lower_traffic,
 )
 from ._core.workload import PRECISIONS as PRECISIONS, Model as Model, Scenario as Scenario, Workload as Workload
-from .api import (
+from .evaluation import (
     Evaluation as Evaluation,
     evaluate as evaluate,
     evaluate_policy as evaluate_policy,

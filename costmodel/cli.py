@@ -113,7 +113,7 @@ def cmd_presets(args) -> int:
 
 
 def cmd_evaluate(args) -> int:
-    from .api import evaluate
+    from .evaluation import evaluate
     from .report import cost_record, dumps
 
     e = evaluate(

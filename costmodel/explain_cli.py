@@ -77,7 +77,7 @@ def _design(args):
 
 
 def cmd_explain(args) -> int:
-    from .api import evaluate
+    from .evaluation import evaluate
     from .explain import explain
     from .report import dumps
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .api import evaluate
+from .evaluation import evaluate
 from .io import InputError, atomic_write, chip_presets, data_dir, load_mix
 from .report import cost_record, si
 

@@ -34,7 +34,7 @@ from ._core.chip import Chip
 from ._core.cost import decode_cost
 from ._core.traffic import lower_traffic
 from ._core.workload import Workload
-from .api import apply_multipliers
+from .evaluation import apply_multipliers, system_placement, system_size
 from .io import ChipInfo, InputError, chip_info, load_model, make_scenario
 from .io.frameworks import MULTIPLIERS, Framework, load_frameworks, resolve_framework
 from .io.measurements import GROUPS, STATUSES, Row, load_rows
@@ -68,8 +68,6 @@ class Prepared(eqx.Module):
 
 def prepare(row: Row) -> tuple[Prepared, ChipInfo]:
     """Builds a row's workload, system (chip x layout) and placement, without a profile."""
-    from .api import system_placement, system_size
-
     info = chip_info(row.chip)
     model = load_model(row.model)
     scenario = make_scenario(batch=row.batch, context=row.context, weights=row.weights, kv=row.kv)

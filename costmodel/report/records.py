@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from ._core.chip import TIERS
-from ._core.cost import BOUNDS
-from ._core.traffic import CLASSES
-from .api import Evaluation
+from .._core.chip import TIERS
+from .._core.cost import BOUNDS
+from .._core.traffic import CLASSES
+from ..evaluation import Evaluation
 
 
 def cost_record(e: Evaluation) -> dict[str, Any]:

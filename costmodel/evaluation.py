@@ -1,0 +1,304 @@
+"""Evaluating a model on a chip preset: presets and names in, a decode cost out.
+
+The system-sizing rule (`size_system`, traceable, shared with the compiled sweep), the
+placement on the whole system (`system_placement`) and the serving-framework
+multipliers (`apply_multipliers`) live here too, so every application sizes and
+places a system the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._core.chip import DRAM, PIM, SRAM, TIERS, Chip
+from ._core.cost import Cost, decode_cost
+from ._core.placement import CAPACITY_MARGIN, policy_placement
+from ._core.traffic import lower_traffic
+from ._core.workload import Model, Workload
+from .io import ChipInfo, InputError, chip_info, load_model, make_scenario
+from .io.frameworks import resolve_framework
+
+
+MAX_TENSOR_PARALLEL = 8
+"""Widest tensor-parallel group the automatic system sizing uses; beyond it the
+layers are split into pipeline stages (as SRAM-only machines serve 70B models)."""
+
+
+def system_placement(policy: str, traffic, chip: Chip) -> jnp.ndarray:
+    """`policy_placement` computed on the whole system as one chip.
+
+    Every block is split evenly over all chips, so "each chip's share fits each chip"
+    and "the whole fits the sum of the capacities" are the same constraint. Stated on
+    the whole system, block sizes stay whole numbers of bytes, which keeps the
+    placement's block rounding exact in float32: per chip, `blocks * (bytes / n) / (bytes
+    / n)` can round to one block less, which on a machine with no DRAM (Groq) sends a
+    block to a tier of zero bandwidth.
+    """
+    n = chip.n_chips
+    whole = chip.replace(
+        tensor_parallel=1.0,
+        pipeline_parallel=1.0,
+        tiers=eqx.tree_at(lambda t: t.capacity, chip.tiers, chip.tiers.capacity * n),
+    )
+    return policy_placement(policy, traffic, whole)
+
+
+@eqx.filter_jit
+def evaluate_policy(workload: Workload, chip: Chip, policy: str) -> tuple[Cost, jnp.ndarray]:
+    """Cost of a workload on a chip with a hard placement from `policy` (jit-compiled)."""
+    placement = system_placement(policy, lower_traffic(workload), chip)
+    return decode_cost(workload, chip, placement), placement
+
+
+FAST_TIERS = {"dram": [DRAM], "sram": [SRAM], "pim_kv": [PIM, DRAM], "pim": [PIM], "greedy": [SRAM, PIM]}
+"""Placement policy -> the tiers it fills first (an SRAM machine is sized to hold
+everything in SRAM when it can)."""
+ALL_TIERS = {
+    "dram": [DRAM],
+    "sram": [SRAM, DRAM],
+    "pim_kv": [PIM, DRAM],
+    "pim": [PIM, DRAM],
+    "greedy": [SRAM, PIM, DRAM],
+}
+"""Placement policy -> the tiers it may use at all; with `FAST_TIERS` (the tiers it
+fills first), what `size_system` sizes a system to hold."""
+
+
+SRAM_RESERVE = 0.05
+"""Fraction of each chip's SRAM an SRAM machine is sized to leave free for activations,
+instruction streams and whole-block rounding (an assumption: Groq's third-party
+576-chip estimate for Llama-2-70B leaves far more)."""
+
+
+def tier_mask(tiers: list[int]) -> np.ndarray:
+    """A `[tiers]` 0/1 mask of the listed tier indices."""
+    return np.array([float(i in tiers) for i in range(len(TIERS))], np.float32)
+
+
+def size_system(stored, n_layers, capacity, max_chips, fast_tiers, all_tiers, sram_machine, chips=None):
+    """The system-sizing rules of `system_size`, traceable: jit- and vmap-safe.
+
+    Args:
+        stored: bytes the whole system stores (weights and KV cache), B.
+        n_layers: layers of the model.
+        capacity: `[tiers]` capacity of one chip, B.
+        max_chips: most chips the system may have.
+        fast_tiers, all_tiers: `[tiers]` 0/1 masks: the tiers the placement policy
+            fills first, and every tier it may use.
+        sram_machine: whether the chip is an SRAM machine (placement `sram`).
+        chips: a fixed number of chips, or None for the fewest that fit.
+
+    Returns:
+        (tensor_parallel, pipeline_parallel, fits), as arrays; `fits` is False when
+        `chips` is None and no system of at most `max_chips` chips holds `stored`.
+    """
+    capacity = jnp.asarray(capacity)
+    # A hard placement leaves CAPACITY_MARGIN of SRAM and PIM free: size for what it uses.
+    usable = jnp.asarray([1 - SRAM_RESERVE, 1 - 2 * CAPACITY_MARGIN, 1 - 2 * CAPACITY_MARGIN], capacity.dtype)
+    sram_machine = jnp.asarray(sram_machine, bool)
+    if chips is None:
+
+        def need(mask):
+            per_chip = jnp.sum(capacity * usable * mask)
+            ok = per_chip > 0
+            n = jnp.ceil(stored / jnp.where(ok, per_chip, 1.0) * (1 + 1e-6))
+            return jnp.where(ok, jnp.maximum(n, 1.0), jnp.inf)
+
+        fast = need(fast_tiers)
+        in_fast = fast <= max_chips
+        n = jnp.where(in_fast, fast, need(all_tiers))
+        fits = n <= max_chips
+        n = jnp.clip(n, 1.0, max_chips)
+        # An SRAM machine that does not fit in SRAM spills to its DRAM like a GPU.
+        sram_machine = sram_machine & in_fast
+    else:
+        n = jnp.asarray(chips, capacity.dtype)
+        fits = jnp.asarray(True)
+    # A dataflow machine splits each layer over the fewest chips (a power of two, at
+    # most MAX_TENSOR_PARALLEL) whose SRAM holds the layer's share.
+    per_layer = stored / jnp.maximum(n_layers, 1.0)
+    layer_tp = jnp.asarray(1.0, capacity.dtype)
+    for _ in range(max(1, math.ceil(math.log2(MAX_TENSOR_PARALLEL)))):
+        grow = (layer_tp < MAX_TENSOR_PARALLEL) & (per_layer / layer_tp > capacity[SRAM])
+        layer_tp = jnp.where(grow, layer_tp * 2, layer_tp)
+    dataflow = sram_machine & (capacity[SRAM] > 0)
+    tp = jnp.minimum(n, jnp.where(dataflow, layer_tp, float(MAX_TENSOR_PARALLEL)))
+    return tp, jnp.ceil(n / tp), fits
+
+
+_size_auto = jax.jit(functools.partial(size_system, chips=None))
+_size_fixed = jax.jit(size_system)
+
+
+def system_size(info: ChipInfo, workload: Workload, chips: int | None = None) -> tuple[int, int]:
+    """(tensor_parallel, pipeline_parallel) for `chips` chips, or the fewest that fit.
+
+    A GPU-like chip (placement other than `sram`) splits each layer over up to
+    `MAX_TENSOR_PARALLEL` chips and only then adds pipeline stages.
+
+    An SRAM machine (placement `sram`) is sized to hold everything in SRAM when it can
+    within its `max_chips` (as Groq and Cerebras deploy), and otherwise spills to its
+    DRAM. It is laid out as a dataflow pipeline: each layer is split over the fewest
+    chips whose SRAM holds its share (`tensor_parallel`, a power of two up to
+    `MAX_TENSOR_PARALLEL`), and the layers are spread over the remaining chips as
+    pipeline stages, so a token crosses `pipeline_parallel - 1` chip-to-chip hops. This
+    is what sets a per-user rate of such a machine: a few hundred chips for a 70B model
+    mean tens of hops per token, each paying `hop_latency`.
+
+    The rules are `size_system` (traceable, shared with the compiled sweep).
+
+    Raises:
+        InputError: if the workload fits on no system of at most `max_chips` chips.
+    """
+    if chips is not None and chips < 1:
+        raise InputError(f"chips = {chips!r}: expected a whole number >= 1")
+    stored = jnp.sum(lower_traffic(workload).stored_bytes)
+    args = (
+        stored,
+        workload.model.n_layers,
+        info.chip.tiers.capacity,
+        float(info.max_chips),
+        tier_mask(FAST_TIERS[info.placement]),
+        tier_mask(ALL_TIERS[info.placement]),
+        info.placement == "sram",
+    )
+    tp, pp, fits = _size_auto(*args) if chips is None else _size_fixed(*args, float(chips))
+    if not bool(fits):
+        raise InputError(
+            f"chip {info.name!r}: the model and KV cache need {float(stored) / 1e9:.3g} GB, more than "
+            f"max_chips ({info.max_chips}) chips hold; pass --chips to force a size"
+        )
+    return int(tp), int(pp)
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """A cost with what it was computed for."""
+
+    cost: Cost
+    placement: jnp.ndarray
+    workload: Workload
+    chip: Chip
+    info: ChipInfo
+    model_name: str
+    tensor_parallel: int
+    pipeline_parallel: int
+
+    def require_fit(self) -> Evaluation:
+        """This evaluation, if the model and KV cache fit the system.
+
+        Raises:
+            InputError: naming the chip, the system size and the overflow.
+        """
+        if not bool(self.cost.feasible):
+            over = float(self.cost.overflow_bytes) / 1e9
+            raise InputError(
+                f"chip {self.info.name!r} x {self.tensor_parallel * self.pipeline_parallel}: the model and KV cache "
+                f"do not fit ({over:.3g} GB per chip over capacity); use more --chips"
+            )
+        return self
+
+
+def evaluate(
+    model: str | Model = "llama-3-8b",
+    chip: str | ChipInfo = "h100-sxm",
+    *,
+    batch: float = 1,
+    context: float = 4096,
+    prefix: float = 0,
+    weights: str = "bf16",
+    kv: str = "bf16",
+    chips: int | None = None,
+    placement: str | None = None,
+    framework: str | None = None,
+    tensor_parallel: int | None = None,
+    pipeline_parallel: int | None = None,
+) -> Evaluation:
+    """Evaluates one decode step of a model on a chip preset, placed as that system does.
+
+    Args:
+        model: a model preset id, a `config.json` path, or a `Model`.
+        chip: a chip preset id, a chip TOML path, or a `ChipInfo`.
+        batch, context, prefix: the scenario (tokens).
+        weights, kv: number formats by name (`costmodel presets`).
+        chips: system size; by default the fewest chips the model and cache fit on.
+        placement: a placement policy overriding the chip's own.
+        framework: a serving-framework efficiency profile (`data/frameworks.toml`:
+            `llama.cpp`, `gpt-fast`, `trt-llm`, `vllm`, `native`), applied to the chip as
+            multipliers on its memory-tier and compute efficiency, per-layer kernel
+            overhead and all-reduce latency; None uses the chip preset as it is.
+        tensor_parallel, pipeline_parallel: an explicit system layout (both, or
+            neither); overrides `chips`.
+
+    Returns:
+        An `Evaluation`; `.cost` holds the figures.
+
+    Examples:
+        >>> import costmodel as cm
+        >>> e = cm.evaluate("llama-3-8b", "h100-sxm", batch=1, context=4096)
+        >>> 100 < float(e.cost.tokens_per_second) < 250
+        True
+    """
+    m = model if isinstance(model, Model) else load_model(model)
+    info = chip if isinstance(chip, ChipInfo) else chip_info(chip)
+    if placement is not None:
+        info = dataclasses.replace(info, placement=placement)
+    if framework is not None:
+        info = apply_framework(info, framework)
+    workload = Workload(m, make_scenario(batch=batch, context=context, prefix=prefix, weights=weights, kv=kv))
+    if (tensor_parallel is None) != (pipeline_parallel is None):
+        raise InputError(
+            f"tensor_parallel = {tensor_parallel!r}, pipeline_parallel = {pipeline_parallel!r}: expected both or neither"
+        )
+    if tensor_parallel is not None:
+        for key, value in (("tensor_parallel", tensor_parallel), ("pipeline_parallel", pipeline_parallel)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(f"{key} = {value!r}: expected a whole number >= 1")
+        assert pipeline_parallel is not None  # both or neither, checked above
+        tp, pp = tensor_parallel, pipeline_parallel
+    else:
+        tp, pp = system_size(info, workload, chips)
+    system = info.chip.replace(tensor_parallel=tp, pipeline_parallel=pp)
+    cost, placed = evaluate_policy(workload, system, info.placement)
+    name = model if isinstance(model, str) else "custom"
+    return Evaluation(cost, placed, workload, system, info, name, tp, pp)
+
+
+def apply_multipliers(chip: Chip, log_multipliers: jnp.ndarray) -> Chip:
+    """A chip with a profile's multipliers applied (pure, differentiable).
+
+    Args:
+        chip: the chip preset.
+        log_multipliers: `[4]` logs of the `MULTIPLIERS`.
+
+    Returns:
+        The chip with tier efficiencies and compute efficiency scaled (capped at 1),
+        and kernel overhead and all-reduce latency scaled.
+    """
+    m = jnp.exp(log_multipliers)
+    efficiency = jnp.minimum(chip.tiers.efficiency * m[0], 1.0)
+    tiers = eqx.tree_at(lambda t: t.efficiency, chip.tiers, efficiency)
+    return eqx.tree_at(
+        lambda c: (c.tiers, c.compute_efficiency, c.kernel_overhead, c.link_latency),
+        chip,
+        (
+            tiers,
+            jnp.minimum(chip.compute_efficiency * m[1], 1.0),
+            chip.kernel_overhead * m[2],
+            chip.link_latency * m[3],
+        ),
+    )
+
+
+def apply_framework(info: ChipInfo, framework: str) -> ChipInfo:
+    """A `ChipInfo` whose chip has the framework profile applied (for `evaluate`)."""
+    f = resolve_framework(framework, info.name)
+    chip = apply_multipliers(info.chip, jnp.log(jnp.asarray(f.multipliers, dtype=float)))
+    return dataclasses.replace(info, chip=chip, label=f"{info.label or info.name} ({f.name})")
