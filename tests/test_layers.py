@@ -124,3 +124,28 @@ def test_the_check_sees_an_upward_import(tmp_path):
     f.write_text("from ..cli import main\n")
     found = imports("costmodel._core.bad", f, {"costmodel.cli"})
     assert found == {"costmodel.cli"} and layer("costmodel.cli") > layer("costmodel._core.bad")
+
+
+CORE_ORDER = (
+    "types",
+    "numerics",
+    "workload",
+    "traffic",
+    "chip",
+    "area",
+    "channels",
+    "placement",
+    "cost",
+    "power",
+    "economics",
+)
+"""The core's modules in the order data flows through them (`costmodel/_core/__init__.py`)."""
+
+
+def test_core_modules_import_only_earlier_ones():
+    core = {n.removeprefix("costmodel._core."): ts for n, ts in GRAPH.items() if n.startswith("costmodel._core.")}
+    assert set(core) == set(CORE_ORDER), "a core module is missing from CORE_ORDER (and from _core/__init__'s list)"
+    for module, targets in core.items():
+        for t in targets:
+            name = t.removeprefix("costmodel._core.")
+            assert CORE_ORDER.index(name) < CORE_ORDER.index(module), f"_core.{module} imports later _core.{name}"

@@ -61,7 +61,7 @@ def kernel_efficiency(kernel_bytes, chip: Chip):
     # Both sizes floored at one byte: an empty class (S = 0) or no step (S_small = 0)
     # gives a finite log and the limit (1 with no step).
     log_ratio = jnp.log(jnp.maximum(kernel_bytes, 1.0)) - jnp.log(jnp.maximum(chip.small_kernel_bytes, 1.0))
-    small = jax.nn.sigmoid(-chip.small_kernel_knee * log_ratio) * (chip.small_kernel_bytes > 0)
+    small = jnp.where(chip.small_kernel_bytes > 0, jax.nn.sigmoid(-chip.small_kernel_knee * log_ratio), 0.0)
     return 1.0 - (1.0 - chip.small_kernel_efficiency) * small
 
 

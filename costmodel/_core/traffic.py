@@ -153,7 +153,7 @@ def lower_traffic(workload: Workload) -> Traffic:
         [
             2 * s.batch * attn_params,
             2 * s.batch * ffn_params,
-            2 * s.batch * m.top_k * m.n_layers * m.ffn_params_per_expert * (m.n_experts > 0),
+            jnp.where(m.n_experts > 0, 2 * s.batch * m.top_k * m.n_layers * m.ffn_params_per_expert, 0.0),
             2 * s.batch * head_read,
             attn_flops_per_token * s.batch * private * m.n_global_layers,
             attn_flops_per_token * s.batch * s.prefix * m.n_global_layers,

@@ -161,8 +161,8 @@ class Scenario(eqx.Module):
         prefix: RealScalarLike = 0,
         weight_bytes: RealScalarLike = 2.0,
         kv_bytes: RealScalarLike = 2.0,
-        weight_precision: IntScalarLike = 1,
-        kv_precision: IntScalarLike = 1,
+        weight_precision: IntScalarLike = BITS16,
+        kv_precision: IntScalarLike = BITS16,
         activation_bytes: RealScalarLike = 2.0,
     ):
         f = lambda x: jnp.asarray(x, dtype=float)
