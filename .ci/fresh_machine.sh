@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A newcomer's first run, on a fresh machine: clone the committed HEAD of this checkout
 # into a temporary folder, run the README's two quick-start commands exactly as written
-# (a new virtual environment, `pip install .`, `costmodel run`; then the test suite),
+# (a new virtual environment, `pip install '.[all]'`, `costmodel run`; then the test suite),
 # and check the main job's output (report/report.json exists and parses).
 #
 #   bash .ci/fresh_machine.sh            # KEEP=1 keeps the temporary clone
