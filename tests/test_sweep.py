@@ -19,7 +19,10 @@ import pytest
 
 import costmodel as cm
 import costmodel.sweep as sw
+from costmodel._core.area import REFERENCE_DIE_AREA, area_logits
+from costmodel._core.chip import DEFAULT_OVERLAP
 from costmodel.cli import main
+from costmodel.sweep import sampling
 
 
 REPO = Path(__file__).resolve().parent.parent
@@ -169,9 +172,9 @@ def test_cli_bad_spec_exits_2_with_one_line(tmp_path, capsys):
 @pytest.mark.parametrize("n", [1, 2, 3, 7, 64, 1000, 4097, 2**20 + 1])
 def test_permute_is_a_bijection(n):
     # 1000 and 2**20 + 1 are not a * b of their radices: some indices cycle-walk.
-    a, b = sw._radices(n)
+    a, b = sampling._radices(n)
     assert n <= a * b < n + a
-    y = np.asarray(sw.permute(np.arange(n, dtype=np.uint32), n, sw._key(3, 1)))
+    y = np.asarray(sw.permute(np.arange(n, dtype=np.uint32), n, sampling._key(3, 1)))
     assert y.dtype == np.uint32 and np.array_equal(np.sort(y), np.arange(n))
     if n >= 64:  # and not the identity
         assert np.mean(y == np.arange(n)) < 0.1
@@ -180,7 +183,7 @@ def test_permute_is_a_bijection(n):
 def test_permute_near_the_uint32_limit_stays_in_range_and_distinct():
     n = sw.MAX_CONFIGS  # a * b = 2**32: the largest values uint32 holds
     index = np.concatenate([np.arange(2048), n - 1 - np.arange(2048)]).astype(np.uint32)
-    y = np.asarray(sw.permute(index, n, sw._key(0, 1)))
+    y = np.asarray(sw.permute(index, n, sampling._key(0, 1)))
     assert (y < n).all() and len(np.unique(y)) == len(index)
     assert (y > n // 2).any() and (y < n // 2).any()  # spread over the whole range
 
@@ -191,7 +194,7 @@ def test_latin_hypercube_one_point_per_stratum_and_chunk_independent():
     assert u.shape == (dims, n) and u.dtype == np.float32
     assert np.all((u >= 0) & (u < 1))
     for dim in range(dims):
-        k = np.asarray(sw.permute(np.arange(n, dtype=np.uint32), n, sw._key(5, dim, 1))).astype(np.float64)
+        k = np.asarray(sw.permute(np.arange(n, dtype=np.uint32), n, sampling._key(5, dim, 1))).astype(np.float64)
         assert np.array_equal(np.sort(k), np.arange(n))  # one point per stratum...
         lo, hi = k / n, (k + 1) / n  # ...and the point is in it (to float32 rounding)
         assert np.all(u[dim] >= lo - 2.0**-24) and np.all(u[dim] < hi + 2.0**-24)
@@ -307,9 +310,8 @@ chips = 1
         if compute <= 0:
             assert not r["feasible"] and np.isfinite(r["seconds_per_step"])
             continue
-        fr = jnp.array([compute, r["area.sram"], r["area.pim"]])
-        logits = jnp.where(fr > 0, jnp.log(jnp.where(fr > 0, fr, 1.0)), -jnp.inf)
-        chip = cm.chip_from_area(814e-6, logits, cm.tech_preset(r["area.node"]))
+        logits = area_logits(jnp.array([compute, r["area.sram"], r["area.pim"]]))
+        chip = cm.chip_from_area(REFERENCE_DIE_AREA, logits, cm.tech_preset(r["area.node"]))
         cost, _ = cm.evaluate_policy(w, chip, "greedy")
         np.testing.assert_allclose(r["seconds_per_step"], float(cost.seconds_per_step), rtol=1e-5)
         np.testing.assert_allclose(r["area.compute"], compute, rtol=1e-6)
@@ -529,3 +531,53 @@ def test_manifest_records_the_spec(big):
     assert m["spec_sha256"] == spec.digest() and m["spec"]["sweep"]["seed"] == 7
     meta = pq.read_schema(ref / "chunk-00000000.parquet")
     assert set(RESULT_COLUMNS) <= set(meta.names)
+
+
+# --- the package's surface -----------------------------------------------------------------------
+
+
+def test_area_defaults_are_chip_from_areas():
+    """A default area split is `chip_from_area` with its own defaults on the reference die."""
+    spec = sw.parse_spec({"base": {"area.node": "N5", "chips": 1, "placement": "greedy"}})
+    row = sw.Sweep(spec, chunk=1).table(0, 1).to_pylist()[0]
+    assert row["area.budget_mm2"] == 814.0 and row["area.overlap"] == DEFAULT_OVERLAP
+    chip = cm.chip_from_area(REFERENCE_DIE_AREA, area_logits(jnp.ones(3)), cm.tech_preset("N5"))
+    w = cm.Workload(cm.model_preset("llama-3-8b"), cm.make_scenario())
+    cost, _ = cm.evaluate_policy(w, chip, "greedy")
+    np.testing.assert_allclose(row["seconds_per_step"], float(cost.seconds_per_step), rtol=1e-5)
+
+
+def test_without_pyarrow_the_store_says_how_to_install_it(tmp_path, monkeypatch, big):
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # `import pyarrow` raises ImportError
+    with pytest.raises(cm.InputError, match=r"pip install 'costmodel\[all\]'"):
+        sw.read_sweep(big[1])
+    with pytest.raises(cm.InputError, match="pyarrow"):
+        sw.run_sweep(sw.parse_spec({"axes": {"batch": [1, 2]}}), tmp_path / "out")
+
+
+def test_without_rich_a_run_without_a_progress_bar_works(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "rich", None)  # rich comes with the `cli` extra
+    spec = sw.parse_spec({"axes": {"batch": [1, 2]}})
+    assert sw.run_sweep(spec, tmp_path / "out").evaluated == 2
+    with pytest.raises(cm.InputError, match=r"rich.*pip install 'costmodel\[all\]'"):
+        sw.run_sweep(spec, tmp_path / "out", progress=True)
+
+
+def test_library_run_records_the_provenance_it_is_given(tmp_path):
+    spec = sw.parse_spec({"axes": {"batch": [1, 2]}})
+    sw.run_sweep(spec, tmp_path / "a")
+    assert sw.read_manifest(tmp_path / "a")["provenance"] is None
+    record = {"costmodel_version": cm.__version__, "inputs": {}}
+    sw.run_sweep(spec, tmp_path / "b", provenance=record)
+    m = sw.read_manifest(tmp_path / "b")
+    assert m["provenance"] == record and m["costmodel_version"] == cm.__version__
+    assert sw.read_manifest(tmp_path / "a")["costmodel_version"] == cm.__version__
+
+
+def test_the_plot_moved_to_the_report_layer_with_a_warning():
+    from costmodel.report.sweep_plots import plot_pareto
+
+    with pytest.warns(DeprecationWarning, match="costmodel.report.sweep_plots"):
+        assert sw.plot_pareto is plot_pareto
+    with pytest.raises(AttributeError):
+        sw.no_such_name  # noqa: B018
