@@ -26,21 +26,21 @@ from pathlib import Path
 
 
 POINTS = ((2, 1024), (16, 256))
-"""Batch and context of the blind steps: neither is in `bench.plan()`'s decode points."""
+"""Batch and context of the blind steps: neither is in `calibration.measure.plan()`'s decode points."""
 
 
 def measure(out: Path) -> None:
-    from calibration import bench
+    from calibration.measure import plan, run_bench, xla_cpu_thread_flags
 
     # One XLA:CPU thread, as `costmodel bench --threads 1` measures the shipped trace.
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {bench.xla_cpu_thread_flags(1)}".strip()
-    from calibration.trace import save_trace
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {xla_cpu_thread_flags(1)}".strip()
+    from calibration import save_trace
 
-    full = bench.plan(quick=False)
+    full = plan(quick=False)
     assert not set(POINTS) & set(full.decode_points), "blind points must be new"
     p = dataclasses.replace(full, decode_points=POINTS)
     t0 = time.perf_counter()
-    rows = bench.run_bench(the_plan=p, kinds=("decode_step",))
+    rows = run_bench(the_plan=p, kinds=("decode_step",))
     for r in rows:
         r["device"] += ", XLA:CPU 1 thread"
     save_trace(rows, out)
@@ -59,19 +59,17 @@ def main() -> None:
 
     import numpy as np
 
-    from calibration import fit as F
-    from calibration.calibrate import calibrate
-    from calibration.trace import load_trace
+    from calibration import fit as F, load_trace
 
     blind = load_trace(out)
     if any(r["kind"] != "decode_step" for r in blind):
         sys.exit(f"{out}: expected decode_step rows only")
-    _, fitted, _ = calibrate(load_trace(args.trace), ("decode_step",), dtypes=("f32",))
+    _, fitted, _ = F.calibrate(load_trace(args.trace), ("decode_step",), dtypes=("f32",))
     data = F.make_dataset(blind)
     pred = np.asarray(F.predict(fitted.knobs, data))
     hard = np.asarray(F.predict(fitted.knobs, data, hard=True))
     meas = data.measured
-    print(f"fit: microbenchmarks of {args.trace} ({fitted.status}); blind decode steps: {out} ({len(blind)})")
+    print(f"fit: microbenchmarks of {args.trace} ({fitted.status_name}); blind decode steps: {out} ({len(blind)})")
     print(
         f"blind MAPE {F.mape(pred, meas):.3f}, rank correlation {F.spearman(pred, meas):.3f}; "
         f"with the chip file's hard placement {F.mape(hard, meas):.3f}"

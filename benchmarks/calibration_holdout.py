@@ -15,8 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from calibration.calibrate import calibrate
-from calibration.trace import load_trace
+from calibration import calibrate, load_trace
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
 For each shape `[k, n]` (f32) and each total size, a chain of `total / (4 k n)`
 distinct matrices is streamed once per pass by the bench's GEMV-chain kernel
-(`calibration.bench`), one XLA:CPU thread, and the rate (GB/s) is printed as a k × n
+(`calibration.measure.kernels.chain`), one XLA:CPU thread, and the rate (GB/s) is printed as a k × n
 table per total: 1 MB (inside a 2 MB L2), 16 MB (inside the L3) and 256 MB (DRAM).
 On the development VM it shows the step `Chip.small_kernel_bytes` models: beyond the
 L2, matrices of 2 MB or less stream at about half the rate of 3 MB and larger ones.
@@ -15,7 +15,7 @@ Run from the repository root on a quiet machine (about 2 minutes):
 import argparse
 import os
 
-from calibration import bench
+from calibration.measure import kernels, timing
 
 
 KS = (128, 256, 512, 1024, 2048)
@@ -28,13 +28,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--totals-mb", type=float, nargs="+", default=[1, 16, 256])
     args = ap.parse_args()
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {bench.xla_cpu_thread_flags(1)}".strip()
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {timing.xla_cpu_thread_flags(1)}".strip()
     import jax
     import jax.numpy as jnp
 
-    chain = bench._kernels()[3]
     key = jax.random.PRNGKey(0)
-    print(f"GB/s of a GEMV chain over distinct f32 [k, n] matrices; {bench.device_description(jax.devices()[0])}")
+    print(f"GB/s of a GEMV chain over distinct f32 [k, n] matrices; {timing.device_description(jax.devices()[0])}")
     for total_mb in args.totals_mb:
         total = int(total_mb * 2**20)
         print(f"\ntotal {total_mb:g} MiB (a single matrix where one is larger)")
@@ -49,7 +48,7 @@ def main() -> None:
                 keys = jax.random.split(key, count)
                 ws = [jax.random.normal(kk, (k, n), jnp.float32) for kk in keys]
                 xs = [jax.random.normal(kk, (1, k), jnp.float32) for kk in keys]
-                med, _, _ = bench.time_loop(chain, (ws, xs), 7, 0.02)
+                med, _, _ = timing.time_loop(kernels.chain, (ws, xs), 7, 0.02)
                 cells.append(f"{count * k * n * 4 / med / 1e9:6.1f}")
                 del ws, xs
             print(f"{k:>5} " + " ".join(cells), flush=True)

@@ -14,6 +14,8 @@ import pytest
 
 import costmodel as cm
 from calibration import fit as F
+from calibration.fit.data import _kernel_bytes
+from calibration.fit.model import _predict
 from calibration.importers import import_llama_bench, import_vllm
 from calibration.trace import COMMON, load_trace, save_trace
 from costmodel.cli import main
@@ -262,15 +264,15 @@ def test_kernel_bytes_of_microbenchmarks():
     attention (chain), the array of a stream."""
     fmts = formats()
     chain = _micro_row("gemv", 8 * (128 * 512 + 129) * 4, 0, kernels=8.0, m=1.0, k=128.0, n=512.0)
-    assert F._kernel_bytes(chain, fmts) == 128 * 512 * 4
+    assert _kernel_bytes(chain, fmts) == 128 * 512 * 4
     bf16 = _micro_row("gemm", 0, 0, "bf16", m=4.0, k=1024.0, n=2048.0)
-    assert F._kernel_bytes(bf16, fmts) == 1024 * 2048 * 2
+    assert _kernel_bytes(bf16, fmts) == 1024 * 2048 * 2
     kv = 8 * 2 * 4 * 4 * 64 * 512 * 4.0  # 8 layers of K and V: batch 4, 4 KV heads, context 512
     att = _micro_row("attention_decode", kv, 0, kernels=8.0) | {"working_set": kv}
-    assert F._kernel_bytes(att, fmts) == 4 * 4 * 64 * 512 * 4
-    assert F._kernel_bytes(_micro_row("stream", 3e6, 0), fmts) == 3e6
+    assert _kernel_bytes(att, fmts) == 4 * 4 * 64 * 512 * 4
+    assert _kernel_bytes(_micro_row("stream", 3e6, 0), fmts) == 3e6
     # A chain without its shape: the bytes of one of its kernels.
-    assert F._kernel_bytes(_micro_row("gemv", 8e6, 0, kernels=8.0), fmts) == 1e6
+    assert _kernel_bytes(_micro_row("gemv", 8e6, 0, kernels=8.0), fmts) == 1e6
 
 
 def test_small_kernel_step_spares_the_inner_level():
@@ -336,7 +338,7 @@ def test_loss_gradients_finite_and_match_finite_differences(x64):
     data = F.make_dataset(rows)
     meas = jnp.asarray(data.measured)
     k = _knobs(small_kernel_efficiency=0.5, small_kernel_bytes=3e7)  # a live step
-    loss = jax.jit(lambda k: jnp.mean((jnp.log(F._predict(k, data)) - jnp.log(meas)) ** 2))
+    loss = jax.jit(lambda k: jnp.mean((jnp.log(_predict(k, data)) - jnp.log(meas)) ** 2))
     g = jax.jit(jax.grad(loss))(k)
     for name in F.KNOB_NAMES:
         gv = float(getattr(g, name))
@@ -352,7 +354,7 @@ def test_loss_gradients_finite_and_match_finite_differences(x64):
 
 
 def _synthetic_rows():
-    from calibration.bench import plan
+    from calibration.measure import plan
 
     p = plan(quick=False)
     rows = [_micro_row("stream", s, s / 2) for s in p.stream_sizes]
@@ -399,7 +401,7 @@ def test_recovery_within_uncertainty():
     # A weak prior: the default one (1e-4) holds knobs a real trace cannot see near
     # their physical start, which biases a recovery by more than the noise does.
     fit = F.fit_knobs(data, k0, F.full_spec(rows, k0), prior=1e-6)
-    assert fit.status == "converged"
+    assert fit.status == F.FitStatus.converged and fit.status_name == "converged"
     checked = []
     for name in F.KNOB_NAMES:
         sd = fit.log_std[name]
@@ -419,7 +421,7 @@ def test_unconverged_fit_says_so():
     data = F.make_dataset(rows)
     k0 = F.initial_knobs(rows)
     fit = F.fit_knobs(data, k0, F.full_spec(rows, k0), adam_steps=2, lbfgs_steps=0)
-    assert fit.status == "max_steps_reached"
+    assert fit.status == F.FitStatus.max_steps_reached and fit.status_name == "max_steps_reached"
 
 
 def test_filter_spec_freezes_leaves():
@@ -508,9 +510,43 @@ def test_shipped_calibrated_chip_loads():
 # --- measuring (a tiny plan) --------------------------------------------------------
 
 
+def test_plan_points_describe_the_rows_without_measuring():
+    """Each benchmark family's function returns its points' rows before anything is timed."""
+    from calibration.measure import plan, plan_points
+    from calibration.trace import KINDS
+
+    for quick, n in ((True, 35), (False, 142)):
+        points = plan_points(plan(quick), KINDS, jax.devices()[0])
+        assert len(points) == n and len({p.row["label"] for p in points}) == n
+        assert not any({"seconds", "spread_seconds", "reps"} & p.row.keys() for p in points)
+    points = plan_points(plan(True), ("gemm",), jax.devices()[0])
+    assert {p.row["kind"] for p in points} == {"gemm"}
+
+
+@pytest.mark.parametrize(
+    "old, new, name",
+    [
+        ("calibration.bench", "calibration.measure", "run_bench"),
+        ("calibration.transformer", "calibration.measure.transformer", "Config"),
+        ("calibration.calibrate", "calibration.fit", "calibrate"),
+    ],
+)
+def test_old_module_paths_warn_and_reexport(old, new, name):
+    import importlib
+    import sys
+
+    import calibration
+
+    with pytest.warns(DeprecationWarning, match=old):
+        module = importlib.reload(sys.modules[old]) if old in sys.modules else importlib.import_module(old)
+    assert getattr(module, name) is getattr(importlib.import_module(new), name)
+    if old == "calibration.calibrate":
+        # The package attribute `calibration.calibrate` is now the old module: it still calls the fit.
+        assert calibration.calibrate is module and callable(module)
+
+
 def test_bench_tiny_plan():
-    from calibration.bench import Plan, run_bench
-    from calibration.transformer import Config
+    from calibration.measure import Config, Plan, run_bench
 
     p = Plan(
         stream_sizes=(64 * 1024,),
@@ -542,7 +578,7 @@ def test_bench_tiny_plan():
 
 
 def test_flax_decoder_has_the_cost_model_parameter_count():
-    from calibration.transformer import Config, init
+    from calibration.measure.transformer import Config, init
 
     cfg = Config("t", 2, 64, 4, 2, 16, 96, 128)
     _, params, *_ = init(cfg, 1, 8)
