@@ -178,7 +178,7 @@ def test_hf_config_any_json(doc):
 def test_technology_fuzz(case):
     doc, op, path = case
     where = DATA / "tech.toml"
-    with mock.patch.object(io, "tech_table", lambda: doc):
+    with mock.patch.object(io.tech, "tech_table", lambda: doc):
         status, value = outcome("technology TOML", lambda: io.tech_preset("N5"), where)
     strict = [("nodes", "N5"), ("pim",), ("dram",), ("io",)]
     if op == "add" and path[:-1] in strict and path[-1] not in get(_TECH, path[:-1]):

@@ -36,8 +36,10 @@ from .errors import (
     InputError as InputError,
 )
 from .files import (
+    atomic_open as atomic_open,
     atomic_write as atomic_write,
     data_dir as data_dir,
+    load_json as load_json,
     load_toml as load_toml,
     only_section as only_section,
 )

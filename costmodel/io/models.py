@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from .._core.workload import Model
 from .errors import InputError
-from .files import data_dir, load_toml
+from .files import data_dir, load_json, load_toml
 from .schema import MAX_NUMBER, check_table
 
 
@@ -71,12 +70,7 @@ def model_preset(name: str) -> Model:
 def model_from_hf_config(path: Path | str) -> Model:
     """A model from a Hugging Face `config.json` (Llama, Mistral/Mixtral, Qwen2, Gemma-2 keys)."""
     path = Path(path)
-    try:
-        cfg = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(f"{path}: file not found") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: not valid JSON ({e})") from None
+    cfg = load_json(path)
     if not isinstance(cfg, dict):
         raise InputError(f"{path}: expected a JSON object, got {type(cfg).__name__}")
     if "text_config" in cfg and isinstance(cfg["text_config"], dict):

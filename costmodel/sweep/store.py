@@ -26,7 +26,7 @@ from typing import Any
 
 import jax
 
-from ..io import InputError, atomic_write
+from ..io import InputError, atomic_open, atomic_write, load_json
 from ._arrow import pyarrow
 from .program import Sweep, cached_sweep
 from .spec import SweepSpec
@@ -52,13 +52,8 @@ def process_chunks(n_chunks: int, index: int, count: int) -> range:
 
 def _write_atomic(table, path: Path) -> None:
     """Writes a Parquet file through a temporary name (synced) and a rename."""
-    pq = pyarrow().parquet
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        pq.write_table(table, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    with atomic_open(path, "wb") as f:
+        pyarrow().parquet.write_table(table, f)
 
 
 def _version() -> str:
@@ -89,12 +84,9 @@ def read_manifest(out: Path | str) -> dict[str, Any]:
         InputError: if it is missing, not JSON, of an unknown format or lacks a field.
     """
     path = Path(out) / MANIFEST
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(f"{path}: file not found (not a sweep folder)") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: not valid JSON ({e})") from None
+    if not path.exists():
+        raise InputError(f"{path}: file not found (not a sweep folder)")
+    data = load_json(path)
     if not isinstance(data, dict) or data.get("format") not in _READABLE:
         raise InputError(
             f"{path}: field 'format' = {data.get('format') if isinstance(data, dict) else data!r}: expected one of {list(_READABLE)}"
