@@ -2,17 +2,18 @@
 
 Run: `python benchmarks/codesign_bench.py [--seeds 0 1 2] [--out benchmarks/codesign_results.json]`.
 
-Each row is `costmodel optimize --model M --batch B --context L --weights F --kv F
---area-mm2 814 --tech N5 --seed S` (latency objective, 6 restarts x 50 Adam steps,
-then the policy polish), against the 2% simplex grid with the best of the five
-placement policies at each point.
+Each row is what `costmodel optimize --model M --batch B --context L --weights F --kv F
+--area-mm2 814 --tech N5 --seed S` computes (`codesign.build_problem` and
+`report.codesign.codesign_report`: latency objective, 6 restarts x 50 Adam steps, then
+the policy polish), against the 2% simplex grid with the best of the five placement
+policies at each point.
 """
 
 import argparse
 import json
 
-from costmodel.cli import build_parser
-from costmodel.codesign_cli import run_optimize
+from costmodel.codesign import build_problem
+from costmodel.report.codesign import codesign_report
 
 
 WORKLOADS = [
@@ -35,26 +36,10 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for seed in args.seeds:
         for model, batch, context, fmt in WORKLOADS:
-            argv = [
-                "optimize",
-                "--model",
-                model,
-                "--batch",
-                str(batch),
-                "--context",
-                str(context),
-                "--weights",
-                fmt,
-                "--kv",
-                fmt,
-                "--area-mm2",
-                "814",
-                "--tech",
-                "N5",
-                "--seed",
-                str(seed),
-            ]
-            r = run_optimize(build_parser().parse_args(argv))
+            problem, names = build_problem(
+                model, batch=batch, context=context, weights=fmt, kv=fmt, area=814e-6, tech="N5"
+            )
+            r = codesign_report(problem, names, seed=seed)
             a, b = r["design"]["area_mm2"], r["baseline"]["design"]["area_mm2"]
             row = {
                 "model": model,

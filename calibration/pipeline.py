@@ -1,4 +1,8 @@
-"""The calibration stage of the main job: fit on the shipped CPU trace."""
+"""The calibration stage of the main job: fit on the shipped CPU trace.
+
+`costmodel run` passes `calibrate_shipped` to `costmodel.report.main_job.run_main_job`
+as its `calibrate_stage` (the report layer does not import `calibration`).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from typing import Any
 
 from costmodel.io import data_dir
 
-from .calibrate import calibrate, residual_plots
+from .fit import calibrate, residual_plots
 from .trace import load_trace
 
 

@@ -1,5 +1,7 @@
 """Validation against published decode measurements, and serving-framework profiles.
 
+Pure evaluation, fits and summaries; the parity plot is `costmodel.report.parity`.
+
 The measurement table (`data/measurements/measurements.toml`) holds published decode
 rates with their exact conditions and sources. Each row is evaluated with the chip
 preset, the row's serving-framework profile (`data/frameworks.toml`) and the row's
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from pathlib import Path
 from typing import Any
 
 import equinox as eqx
@@ -37,7 +38,7 @@ from ._core.workload import Workload
 from .evaluation import apply_multipliers, system_placement, system_size
 from .io import ChipInfo, InputError, chip_info, load_model, make_scenario
 from .io.frameworks import MULTIPLIERS, Framework, load_frameworks, resolve_framework
-from .io.measurements import GROUPS, STATUSES, Row, load_rows
+from .io.measurements import GROUPS, Row, load_rows
 
 
 TARGETS = {"batch1-gpu": 0.15, "apple": 0.15, "large-batch": 0.25}
@@ -298,48 +299,13 @@ def result_record(r: Result) -> dict[str, Any]:
     }
 
 
-def parity_plot(results: list[Result], path: Path | str) -> None:
-    """A log-log plot of predicted vs measured, by group, with y = x and factor-2 lines."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.5, 6.0))
-    colors = dict(zip(GROUPS, ("tab:blue", "tab:green", "tab:red", "tab:purple")))
-    markers = {"test": "o", "fit": "s", "reference": "x"}
-    for group in GROUPS:
-        for status in STATUSES:
-            sel = [r for r in results if r.row.group == group and r.row.status == status]
-            if not sel:
-                continue
-            style: dict[str, Any] = {"color": colors[group]} if status == "reference" else {"edgecolors": colors[group]}
-            if status == "fit":
-                style["facecolors"] = "none"
-            elif status == "test":
-                style["facecolors"] = colors[group]
-            ax.scatter(
-                [r.row.value for r in sel],
-                [r.predicted for r in sel],
-                marker=markers[status],
-                label=f"{group} ({status}, {len(sel)})",
-                s=28,
-                **style,
-            )
-    values = [r.row.value for r in results] + [r.predicted for r in results]
-    lo, hi = min(values) / 1.5, max(values) * 1.5
-    xs = np.geomspace(lo, hi, 10)
-    ax.plot(xs, xs, "k-", lw=0.8)
-    for f in (0.5, 2.0):
-        ax.plot(xs, xs * f, "k:", lw=0.6)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(lo, hi)
-    ax.set_ylim(lo, hi)
-    ax.set_xlabel("measured (tok/s per sequence, or output tok/s per chip)")
-    ax.set_ylabel("predicted")
-    ax.set_title("costmodel vs published decode measurements")
-    ax.legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+def missed_targets(summary: dict[str, Any]) -> list[str]:
+    """The held-out targets a `summarize` result misses (`TARGETS`, `SRAM_FACTOR`), in words."""
+    missed = [
+        f"{g}: median APE {summary['median_ape'][g]:.1%} > {t:.0%}"
+        for g, t in TARGETS.items()
+        if not summary["median_ape"][g] <= t
+    ]
+    if not summary["max_factor"]["sram"] <= SRAM_FACTOR:
+        missed.append(f"sram: worst factor {summary['max_factor']['sram']:.2f} > {SRAM_FACTOR:g}")
+    return missed

@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import costmodel as cm
-from costmodel.api import evaluate_policy, system_size
+from costmodel.evaluation import evaluate_policy, system_size
 from costmodel.io import InputError
 
 

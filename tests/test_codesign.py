@@ -3,6 +3,7 @@
 import dataclasses
 import json
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ import costmodel as cm
 from costmodel import codesign as cd
 from costmodel.cli import main
 from costmodel.io import economics_preset
+from costmodel.report.codesign import codesign_report
 
 
 def _water_fill(bandwidths, capacities, total):
@@ -111,32 +113,9 @@ def test_without_capacity_limits_fractions_follow_bandwidth():
 
 @pytest.fixture(scope="module")
 def chat_report():
-    code_out = []
-
-    def run(args):
-        from costmodel.cli import build_parser
-        from costmodel.codesign_cli import run_optimize
-
-        return run_optimize(build_parser().parse_args(args))
-
-    code_out.append(
-        run(
-            [
-                "optimize",
-                "--model",
-                "llama-3-8b",
-                "--batch",
-                "1",
-                "--context",
-                "4096",
-                "--area-mm2",
-                "814",
-                "--tech",
-                "N5",
-            ]
-        )
-    )
-    return code_out[0]
+    # What `costmodel optimize --model llama-3-8b --batch 1 --context 4096 --area-mm2 814 --tech N5` computes.
+    problem, names = cd.build_problem("llama-3-8b", batch=1, context=4096, area=814e-6, tech="N5")
+    return codesign_report(problem, names)
 
 
 def test_gradient_design_meets_the_grid_with_twenty_times_fewer_evaluations(chat_report):
@@ -173,3 +152,38 @@ def test_infeasible_requests_are_clear_errors(args, needle, capsys):
     assert main(args) == 2
     err = capsys.readouterr().err
     assert needle in err and "Traceback" not in err and "nan" not in err.lower()
+
+
+def test_the_grid_baseline_gives_an_empty_part_no_area_at_all():
+    """Grid points on the simplex's edges are designs without SRAM or PIM: exactly none
+    (the one fractions -> logits rule, `area_logits`), not a sliver of 1e-12."""
+    problem, _ = _parallel_tier_problem()
+    grid = cd.simplex_grid(0.5)
+    assert grid.tolist() == [[0.5, 0.0, 0.5], [0.5, 0.5, 0.0], [1.0, 0.0, 0.0]]
+    base = cd.grid_baseline(problem, step=0.5)
+    fractions = np.asarray(jax.nn.softmax(jnp.asarray(base.area_logits)))
+    assert any(np.array_equal(fractions, np.float32(row)) for row in grid), fractions
+    with pytest.raises(ValueError, match="1/N"):
+        cd.simplex_grid(0.3)
+
+
+def test_status_is_an_enumeration_and_feasible_follows_it():
+    problem, _ = _parallel_tier_problem()
+    base = cd.grid_baseline(problem, step=0.5)
+    assert base.status == cd.DesignStatus.successful and base.feasible
+    tiny = dataclasses.replace(problem, tensor_parallel=jnp.asarray(1.0), n_stacks=jnp.asarray(0.01))
+    none_fit = cd.grid_baseline(tiny, step=0.5)
+    assert none_fit.status == cd.DesignStatus.infeasible_capacity and not none_fit.feasible
+    assert "overflow" in cd.DesignStatus[none_fit.status]
+
+
+def test_the_system_sizing_rule_takes_plain_values():
+    tech = cm.tech_preset("N5")
+    per_chip = 5 * float(tech.stack_capacity)
+    assert cd.design_system_chips(per_chip / cd.DRAM_HEADROOM, tech, 5) == 1
+    assert cd.design_system_chips(per_chip, tech, 5) == 2  # 30% headroom
+    assert cd.design_system_chips(per_chip, tech, 5, chips=1) == 1  # a fixed size that holds it
+    with pytest.raises(cm.InputError, match="fit nowhere"):
+        cd.design_system_chips(2 * per_chip, tech, 5, chips=1)
+    with pytest.raises(cm.InputError, match=f"at most {cd.MAX_SYSTEM_CHIPS}"):
+        cd.design_system_chips(100 * per_chip, tech, 5)

@@ -9,16 +9,12 @@ import numpy as np
 import pytest
 
 import costmodel as cm
+from costmodel._core import channels
 from costmodel.cli import main
-from costmodel.explain import (
-    AreaDesign,
-    _logs,
-    _objectives,
-    _scale_chip,
-    cascade_placement,
-    explain,
-)
+from costmodel.explain import AreaDesign, cascade_placement, explain
+from costmodel.explain.sensitivity import _logs, _objectives, _scale_chip
 from costmodel.io import economics_preset
+from costmodel.report.roofline import attainable_flops
 
 
 ECON = economics_preset("N5")
@@ -189,3 +185,61 @@ def test_cli_bad_input_is_one_line_exit_2(argv, needle, capsys):
     err = capsys.readouterr().err
     assert code == 2
     assert needle in err and err.count("\n") == 1
+
+
+def test_an_empty_area_part_has_no_area_and_no_gradient():
+    """`AreaDesign` uses the one fractions -> logits rule: an empty part is exactly
+    empty (no PIM tier at all), and its area elasticities are 0, not NaN."""
+    tech = cm.tech_preset("N5")
+    design = AreaDesign.from_split(tech, 814e-6, (0.8, 0.2, 0.0), 5.0, power_cap=700.0)
+    chip = design.chip()
+    assert float(chip.tiers.capacity[1]) == 0.0 and float(chip.pim_flops) == 0.0
+    e = cm.evaluate("llama-3-8b", cm.ChipInfo(chip, "greedy", 8, "area", ""), batch=4)
+    x = explain(e.workload, e.chip, ECON, policy="greedy", area=design)
+    for by in x.record["elasticities_by_objective"].values():
+        assert all(np.isfinite(v) for v in by.values())
+        assert by["area.pim"] == 0.0
+
+
+def _class_rates(e):
+    traffic = cm.lower_traffic(e.workload)
+    return (
+        e.chip,
+        e.placement,
+        traffic.read_bytes + traffic.writes,
+        traffic.flops,
+        cm.class_flop_rates(e.workload, traffic, e.chip),
+        cm.class_stream_efficiency(traffic, e.chip),
+    )
+
+
+def test_roofline_rates_come_from_the_channel_functions(monkeypatch):
+    e = cm.evaluate("llama-3-8b", "h100-sxm", batch=1, context=4096)
+    args = _class_rates(e)
+    chip, _, moved, flops, _, small = args
+    rates = np.asarray(attainable_flops(*args))
+    # Memory-bound at batch 1: the FFN weights, in DRAM, reach the stream rate x intensity
+    # (the p-norm at p = 64 lets the compute channel shave off a little).
+    c = cm.CLASSES.index("weights.ffn")
+    stream = float(chip.tiers.effective_bandwidth[2] * chip.tensor_parallel * small[c])
+    assert rates[c] == pytest.approx(stream * float(flops[c] / moved[c]), rel=0.02)
+    assert rates[c] <= stream * float(flops[c] / moved[c])
+    # A change to a channel's formula moves the plot: twice the stream time, half the rate.
+    slow = channels.stream_seconds
+    monkeypatch.setattr(channels, "stream_seconds", lambda b, t: 2.0 * slow(b, t))
+    assert np.asarray(attainable_flops(*args))[c] == pytest.approx(rates[c] / 2, rel=0.02)
+
+
+def test_roofline_roofs_are_the_channels_limits():
+    e = cm.evaluate("llama-3-8b", "hbm-pim-gpu", batch=16, context=32768)
+    chip, tp = e.chip, float(e.chip.tensor_parallel)
+    peak = chip.peak_flops[1] * chip.compute_efficiency
+    x = jnp.logspace(-2, 4, 50)
+    for tier in range(3):
+        roof = np.asarray(attainable_flops(chip, np.eye(3)[tier], jnp.ones_like(x), x, peak))
+        assert np.all(np.diff(roof) >= -1e-6 * roof[1:])  # more FLOPs per byte never slows
+        if tier == 1:  # PIM: its internal bandwidth, then its own FLOP/s
+            limit = np.minimum(float(chip.pim_bandwidth * chip.tiers.efficiency[1]) * x, float(chip.pim_flops))
+        else:
+            limit = np.minimum(float(chip.tiers.effective_bandwidth[tier]) * x, float(peak))
+        np.testing.assert_allclose(roof, tp * limit, rtol=0.02)

@@ -23,9 +23,10 @@ import pytest
 
 import costmodel as cm
 import costmodel.sweep as sw
-from costmodel import codesign as cd, provenance as pv
+from costmodel import codesign as cd
 from costmodel.cli import main
 from costmodel.io import economics_preset
+from costmodel.report import provenance as pv
 
 
 SPEC = {
@@ -121,7 +122,7 @@ def test_optimize_json_records_provenance(capsys, tmp_path):
     mix = tmp_path / "mix.toml"
     mix.write_bytes((cm.io.data_dir() / "workloads.toml").read_bytes())
     stub = lambda args, progress=None: {"objective": 1.0, "steps": args.steps}
-    with mock.patch("costmodel.codesign_cli.run_optimize", stub):
+    with mock.patch("costmodel.cli.codesign.run_optimize", stub):
         assert main(["optimize", "--mix", str(mix), "--json"]) == 0
     p = json.loads(capsys.readouterr().out)["provenance"]
     assert p["costmodel_version"] == cm.__version__ and p["jax_version"] == jax.__version__

@@ -1,4 +1,8 @@
-"""`costmodel bench`, `costmodel calibrate` and `costmodel import-trace`."""
+"""`costmodel bench`, `costmodel calibrate` and `costmodel import-trace`: the `calibration` package's commands.
+
+Each imports what it needs from the `calibration` top level inside the command, so
+`costmodel --help` does not load JAX benchmarks or the fit.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import os
 import shlex
 import sys
 
-from costmodel.io import InputError, atomic_write
+from ..io import InputError, atomic_write
 
 
 def add_commands(sub) -> None:
@@ -53,7 +57,7 @@ def _check_out(path: str, what: str = "--out") -> None:
 
 def cmd_bench(args) -> int:
     _check_out(args.out)
-    from .trace import KINDS
+    from calibration import KINDS
 
     kinds = None
     if args.kinds:
@@ -68,7 +72,7 @@ def cmd_bench(args) -> int:
 
         if xla_bridge.backends_are_initialized():
             print("costmodel: warning: JAX is already initialised; --threads is ignored", file=sys.stderr)
-        from .bench import xla_cpu_thread_flags
+        from calibration import xla_cpu_thread_flags
 
         os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {xla_cpu_thread_flags(args.threads)}".strip()
     import jax
@@ -84,8 +88,7 @@ def cmd_bench(args) -> int:
             device = devices[int(index or 0)]
         except (ValueError, IndexError):
             raise InputError(f"--device {args.device!r}: expected an index below {len(devices)}") from None
-    from .bench import run_bench
-    from .trace import save_trace
+    from calibration import run_bench, save_trace
 
     rows = run_bench(quick=args.quick, device=device, progress=not args.no_progress, kinds=kinds)
     if args.threads is not None and device.platform == "cpu":
@@ -103,10 +106,9 @@ def cmd_calibrate(args) -> int:
         raise InputError(f"--steps {args.steps}: expected a whole number >= 1")
     from pathlib import Path
 
-    from costmodel.report import dumps
+    from calibration import KINDS, calibrate, chip_toml, load_traces, residual_plots
 
-    from .calibrate import calibrate, chip_toml, residual_plots
-    from .trace import KINDS, load_traces
+    from ..report import dumps
 
     for k in args.holdout:
         if k not in KINDS:
@@ -114,7 +116,7 @@ def cmd_calibrate(args) -> int:
     rows = load_traces(args.traces)
     dtypes = None
     if args.dtypes:
-        from costmodel.io import formats
+        from ..io import formats
 
         dtypes = tuple(d.strip() for d in args.dtypes.split(",") if d.strip())
         for d in dtypes:
@@ -202,8 +204,7 @@ def _print(r: dict) -> None:
 
 def cmd_import(args) -> int:
     _check_out(args.out)
-    from .importers import import_llama_bench, import_vllm
-    from .trace import save_trace
+    from calibration import import_llama_bench, import_vllm, save_trace
 
     if args.source == "llama-bench":
         rows = import_llama_bench(args.file, args.model, args.weights, args.kv)

@@ -23,38 +23,27 @@ def add_commands(subparsers) -> None:
     p.set_defaults(func=cmd_validate)
 
 
-def _missed(summary) -> list[str]:
-    from .validate import SRAM_FACTOR, TARGETS
-
-    missed = [
-        f"{g}: median APE {summary['median_ape'][g]:.1%} > {t:.0%}"
-        for g, t in TARGETS.items()
-        if not summary["median_ape"][g] <= t
-    ]
-    if not summary["max_factor"]["sram"] <= SRAM_FACTOR:
-        missed.append(f"sram: worst factor {summary['max_factor']['sram']:.2f} > {SRAM_FACTOR:g}")
-    return missed
-
-
 def cmd_validate(args: argparse.Namespace) -> int:
     import sys
 
-    from . import validate as v
-    from .report import dumps
+    from .. import validate as v
+    from ..report import dumps
 
     rows = v.load_rows(args.table)
     frameworks = v.load_frameworks(args.frameworks)
     results = v.evaluate_rows(rows, frameworks)
     summary = v.summarize(results)
     if args.plot:
-        v.parity_plot(results, args.plot)
+        from ..report.parity import parity_plot
+
+        parity_plot(results, args.plot)
     if args.json:
         print(dumps({**summary, "rows": [v.result_record(r) for r in results]}))
     else:
         _print(results, summary)
         if args.plot:
             print(f"parity plot: {args.plot}")
-    missed = _missed(summary)
+    missed = v.missed_targets(summary)
     if args.check and missed:
         print("costmodel validate: targets missed: " + "; ".join(missed), file=sys.stderr)
         return 1
@@ -65,7 +54,7 @@ def _print(results, summary) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from .validate import GROUPS, SRAM_FACTOR, TARGETS
+    from ..validate import GROUPS, SRAM_FACTOR, TARGETS
 
     console = Console(width=200)
     t = Table("row", "status", "chip", "framework", "layout", "measured", "predicted", "error", title="rows")

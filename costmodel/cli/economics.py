@@ -6,8 +6,8 @@ import argparse
 import math
 from typing import Any
 
-from ._core.economics import Economics
-from .io.economics import chip_node, economics_preset
+from .._core.economics import Economics
+from ..io.economics import chip_node, economics_preset
 
 
 _FLAGS = {

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import argparse
 
+from .._core.area import REFERENCE_DIE_AREA
+from .._core.placement import POLICIES
+from .args import add_model_arg, add_scenario_args, positive_int, positive_number, scenario_kwargs
+from .economics import add_economics_args
+
 
 def _split(text: str) -> tuple[float, float, float]:
     try:
@@ -16,10 +21,6 @@ def _split(text: str) -> tuple[float, float, float]:
 
 
 def add_commands(subparsers) -> None:
-    from ._core.placement import POLICIES
-    from .cli import _positive_int, _positive_number, add_scenario_args
-    from .economics_cli import add_economics_args
-
     p = subparsers.add_parser(
         "explain",
         help="elasticities of time, energy and cost per token, and the buyer's questions answered",
@@ -29,19 +30,20 @@ def add_commands(subparsers) -> None:
             "compute utilisation, sustained-to-peak ratio and cost per token."
         ),
     )
-    p.add_argument("--model", default="llama-3-8b", help="model preset id or config.json path")
+    add_model_arg(p)
     p.add_argument("--chip", default=None, help="chip preset id or chip TOML path (default h100-sxm)")
-    p.add_argument("--chips", type=_positive_int, default=None, help="system size (default: fewest chips that fit)")
+    p.add_argument("--chips", type=positive_int, default=None, help="system size (default: fewest chips that fit)")
     p.add_argument("--placement", default=None, choices=POLICIES, help="placement policy (default: the chip's own)")
     add_scenario_args(p)
     p.add_argument("--mode", default="peak", choices=("peak", "sustained"), help="which cost to differentiate")
     g = p.add_argument_group("area-designed chip (instead of --chip)")
     g.add_argument("--tech", default=None, help="technology node: design the chip from an area split")
-    g.add_argument("--area", type=_positive_number, default=814.0, help="die area, mm² (default 814)")
+    die = REFERENCE_DIE_AREA * 1e6
+    g.add_argument("--area", type=positive_number, default=die, help=f"die area, mm² (default {die:g})")
     g.add_argument("--split", type=_split, default=(0.9, 0.08, 0.02), help="compute,sram,pim shares of free area")
-    g.add_argument("--stacks", type=_positive_int, default=5, help="HBM stacks (default 5)")
-    g.add_argument("--power-cap", type=_positive_number, default=700.0, help="power cap per chip, W (default 700)")
-    g.add_argument("--max-chips", type=_positive_int, default=8, help="largest system to size to (default 8)")
+    g.add_argument("--stacks", type=positive_int, default=5, help="HBM stacks (default 5)")
+    g.add_argument("--power-cap", type=positive_number, default=700.0, help="power cap per chip, W (default 700)")
+    g.add_argument("--max-chips", type=positive_int, default=8, help="largest system to size to (default 8)")
     add_economics_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_explain)
@@ -51,9 +53,9 @@ def _design(args):
     """(ChipInfo, AreaDesign or None, economics, pricing note) from the arguments."""
     import dataclasses
 
-    from .economics_cli import economics_from_args
-    from .explain import AreaDesign
-    from .io import ChipInfo, InputError, chip_info, tech_preset
+    from ..explain import AreaDesign
+    from ..io import ChipInfo, InputError, chip_info, tech_preset
+    from .economics import economics_from_args
 
     if args.tech is None:
         name = args.chip or "h100-sxm"
@@ -76,20 +78,16 @@ def _design(args):
     return info, design, econ, note
 
 
-def cmd_explain(args) -> int:
-    from .evaluation import evaluate
-    from .explain import explain
-    from .report import dumps
+def cmd_explain(args: argparse.Namespace) -> int:
+    from ..evaluation import evaluate
+    from ..explain import explain
+    from ..report import dumps
 
     info, design, econ, note = _design(args)
     e = evaluate(
         args.model,
         info,
-        batch=args.batch,
-        context=args.context,
-        prefix=args.prefix,
-        weights=args.weights,
-        kv=args.kv,
+        **scenario_kwargs(args),
         chips=args.chips,
     )
     e.require_fit()
@@ -118,7 +116,7 @@ def _print(r) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from .report import headline, si
+    from ..report import headline, si
 
     console = Console()
     console.print(headline(r, r["label"] or r["chip"], f"placement {r['policy']}", f"{r['mode']} mode"))

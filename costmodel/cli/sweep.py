@@ -5,12 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from .cli import whole_number
-from .io import InputError
-
-
-_positive_int = whole_number(1)
-_nonneg_int = whole_number(0)
+from ..io import InputError
+from .args import nonneg_int, positive_int
 
 
 def _column_goal(text: str) -> tuple[str, bool]:
@@ -37,18 +33,18 @@ def add_commands(subparsers) -> None:
     p.add_argument("spec", help="sweep spec TOML file (see data/sweeps/default.toml)")
     p.add_argument("--out", required=True, help="output folder (Parquet chunks and sweep.json)")
     p.add_argument("--resume", action="store_true", help="skip chunks already written to --out")
-    p.add_argument("--chunk", type=_positive_int, default=None, help="configs per compiled call (default: spec's)")
+    p.add_argument("--chunk", type=positive_int, default=None, help="configs per compiled call (default: spec's)")
     p.add_argument(
         "--cpu-devices",
-        type=_nonneg_int,
+        type=nonneg_int,
         default=None,
         help="split the CPU into this many JAX devices to shard over (default: one per core; 0 leaves JAX's default)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--distributed", action="store_true", help="jax.distributed.initialize() from the environment")
     p.add_argument("--coordinator", default=None, help="jax.distributed coordinator HOST:PORT")
-    p.add_argument("--num-processes", type=_positive_int, default=None, help="jax.distributed process count")
-    p.add_argument("--process-id", type=_nonneg_int, default=None, help="jax.distributed index of this process")
+    p.add_argument("--num-processes", type=positive_int, default=None, help="jax.distributed process count")
+    p.add_argument("--process-id", type=nonneg_int, default=None, help="jax.distributed index of this process")
     p.set_defaults(func=cmd_sweep)
 
     p = subparsers.add_parser(
@@ -102,10 +98,14 @@ def cmd_sweep(args) -> int:
         _set_cpu_devices(args.cpu_devices)
     from rich.console import Console
 
-    from .sweep import load_spec, run_sweep
+    from ..report.provenance import provenance, shipped_inputs, user_files
+    from ..sweep import load_spec, run_sweep
 
     spec = load_spec(args.spec)
-    stats = run_sweep(spec, args.out, chunk=args.chunk, resume=args.resume, progress=not args.no_progress)
+    record = provenance([*user_files(*spec.input_files()), *shipped_inputs()])
+    stats = run_sweep(
+        spec, args.out, chunk=args.chunk, resume=args.resume, progress=not args.no_progress, provenance=record
+    )
     import jax
 
     Console(stderr=True).print(
@@ -119,8 +119,8 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_pareto(args) -> int:
-    from .report import dumps
-    from .sweep import _flatten, pareto_front, plot_pareto, read_manifest
+    from ..report import dumps
+    from ..sweep import flatten_table, pareto_front, read_manifest
 
     (x, max_x), (y, max_y) = args.x, args.y
     manifest = read_manifest(args.dir)
@@ -136,6 +136,8 @@ def cmd_pareto(args) -> int:
     if considered == 0:
         raise InputError(f"{args.dir}: no feasible rows; pass --all to include infeasible ones")
     if args.out:
+        from ..report.sweep_plots import plot_pareto
+
         title = f"{front.num_rows} of {considered:,} {'' if args.all else 'feasible '}configs on the front"
         plot_pareto(front, xs, ys, x, y, args.out, title)
     if args.csv:
@@ -148,7 +150,7 @@ def cmd_pareto(args) -> int:
     from rich.table import Table
 
     cols = [c for c in front.column_names if c not in ("feasible",)]
-    axes = set(_flatten(manifest["spec"].get("axes", {}))) | {x, y}
+    axes = set(flatten_table(manifest["spec"].get("axes", {}))) | {x, y}
     shown = ["config"] + [c for c in cols if c in axes and c not in (x, y, "config")] + [x, y]
     table = Table(*shown, title=f"Pareto front: {x} ({'max' if max_x else 'min'}) vs {y} ({'max' if max_y else 'min'})")
     for r in records[:40]:

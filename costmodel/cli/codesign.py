@@ -1,0 +1,141 @@
+"""`costmodel optimize`: gradient co-design of area split and placement, against a grid."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from .._core.area import REFERENCE_DIE_AREA
+from .args import add_model_arg, add_scenario_args, positive_int, positive_number, scenario_kwargs
+
+
+def add_commands(sub) -> None:
+    from ..codesign import OBJECTIVES
+
+    p = sub.add_parser(
+        "optimize",
+        help="co-design a die's area split and the KV/weight placement by gradient, against a grid baseline",
+    )
+    add_model_arg(p)
+    add_scenario_args(p)
+    p.add_argument(
+        "--mix", default=None, help="a workload-mix TOML ([[workloads]] as data/workloads.toml) instead of one point"
+    )
+    die = REFERENCE_DIE_AREA * 1e6
+    p.add_argument("--area-mm2", type=positive_number, default=die, help=f"die area budget in mm² (default {die:g})")
+    p.add_argument("--tech", default="N5", help="technology node in data/tech.toml (default N5)")
+    p.add_argument("--stacks", type=positive_int, default=5, help="HBM stacks per chip (default 5)")
+    p.add_argument(
+        "--chips", type=positive_int, default=None, help="chips per system (default: fewest that hold the mix)"
+    )
+    p.add_argument(
+        "--system", default="h100-sxm", help="chip preset whose links, overheads and efficiencies the design shares"
+    )
+    p.add_argument("--objective", choices=OBJECTIVES, default="latency")
+    p.add_argument(
+        "--power-cap", type=positive_number, default=None, help="W per chip: optimise the sustained figures under it"
+    )
+    p.add_argument("--restarts", type=positive_int, default=6)
+    p.add_argument("--steps", type=positive_int, default=50)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--grid-step", type=positive_number, default=0.02, help="simplex step of the baseline grid (default 0.02)"
+    )
+    p.add_argument("--no-baseline", action="store_true", help="skip the grid baseline")
+    p.add_argument("--plot", default=None, help="PNG of the objective along the run and of the area split")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_optimize)
+
+
+def run_optimize(args: argparse.Namespace, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """The co-design record the arguments ask for (`codesign.build_problem`, then
+    `report.codesign.codesign_report`), with bad arguments as `InputError`s."""
+    from .. import codesign
+    from ..io import InputError
+    from ..report.codesign import codesign_report
+
+    if not codesign.is_grid_step(args.grid_step):
+        raise InputError(f"--grid-step {args.grid_step!r}: expected 1/N for a whole N >= 2 (e.g. 0.02)")
+    problem, names = codesign.build_problem(
+        args.model,
+        mix=args.mix,
+        **scenario_kwargs(args),
+        area=args.area_mm2 * 1e-6,
+        tech=args.tech,
+        n_stacks=args.stacks,
+        chips=args.chips,
+        system=args.system,
+        objective=args.objective,
+        power_cap=args.power_cap,
+    )
+    return codesign_report(
+        problem,
+        names,
+        restarts=args.restarts,
+        steps=args.steps,
+        seed=args.seed,
+        grid_step=args.grid_step,
+        baseline=not args.no_baseline,
+        progress=progress,
+    )
+
+
+def cmd_optimize(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from ..report import dumps
+
+    console = Console(stderr=True)
+    with Progress(console=console, transient=True, disable=args.json and not console.is_terminal) as bar:
+        task = bar.add_task("optimising area split and placement", total=args.steps)
+        report = run_optimize(args, progress=lambda done: bar.update(task, completed=done))
+    if args.plot:
+        from ..report.codesign import plot_codesign
+
+        plot_codesign(report, args.plot)
+    if args.json:
+        from ..report.provenance import provenance, shipped_inputs, user_files
+
+        report["provenance"] = provenance([*user_files(args.mix, args.model, args.system), *shipped_inputs()])
+        print(dumps(report))
+        return 0
+    _print(report)
+    return 0
+
+
+def _print(r: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..report import si
+
+    console = Console()
+    console.print(
+        f"[bold]{r['objective_name']}[/] ({r['objective_units']}) over {', '.join(r['mix'])}, {r['chips']} chip(s)"
+    )
+    t = Table("", "gradient design", "grid baseline")
+    base = r.get("baseline")
+    t.add_row("objective", f"{r['objective']:.5g}", f"{base['objective']:.5g}" if base else "—")
+    t.add_row("evaluations", str(r["evaluations"]), str(base["evaluations"]) if base else "—")
+    t.add_row("seconds", f"{r['seconds']:.2f}", f"{base['seconds']:.2f}" if base else "—")
+    for part in ("compute", "sram", "pim", "fixed_io"):
+        t.add_row(
+            f"area {part} (mm²)",
+            f"{r['design']['area_mm2'][part]:.1f}",
+            f"{base['design']['area_mm2'][part]:.1f}" if base else "—",
+        )
+    for tier in ("sram", "pim", "dram"):
+        t.add_row(
+            f"{tier} capacity",
+            si(r["design"]["tiers"][tier]["capacity_bytes"], "B"),
+            si(base["design"]["tiers"][tier]["capacity_bytes"], "B") if base else "—",
+        )
+    console.print(t)
+    console.print(
+        f"soft-to-hard gap {100 * r['soft_to_hard_gap']:+.2f}%"
+        + (f", placement polished by policy {r['polished_by']!r}" if r["polished_by"] else "")
+    )
+    if base:
+        console.print(f"gap to baseline {100 * r['gap']:+.2f}% with {r['evaluation_ratio']:.1f}x fewer evaluations")

@@ -1,0 +1,212 @@
+"""Gradient co-design: Adam on (area logits, placement logits) together.
+
+The placement's softmax temperature is annealed from warm to nearly hard, with several
+random restarts in one `vmap`; what overflows SRAM or PIM spills to DRAM (so capacity
+is feasible by construction), and what a placement asks beyond any capacity is also a
+penalty (linear plus quadratic, the augmented-Lagrangian shape). The best restart's
+placement is then hardened to whole blocks and the hard design's exact cost is
+reported. Its evaluations are counted, as the grid baseline's are, so the optimiser's
+saving is measured.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, cast
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from .._core.area import AREA_PARTS
+from .._core.chip import TIERS
+from .._core.placement import POLICIES, harden_placement, soft_placement
+from .._core.traffic import CLASSES, IS_KV, lower_traffic
+from .grid import _policy_at
+from .problem import Problem, design_chip, evaluate_design
+from .result import Result, status_of
+
+
+class _Params(eqx.Module):
+    # Arrays; the same structure with strings labels the parts for optax.multi_transform.
+    area_logits: Any  # [parts]
+    placement_logits: Any  # [points, classes, tiers]
+
+
+def _loss(params: _Params, problem: Problem, temperature, penalty):
+    placements = soft_placement(params.placement_logits, temperature)
+    objective, overflow, _ = evaluate_design(problem, params.area_logits, placements)
+    # Log objective: scale-free steps; DRAM overflow as a quadratic penalty plus a
+    # linear term (the augmented-Lagrangian shape), scaled to the log objective.
+    return jnp.log(objective) + penalty * (overflow + overflow**2), objective
+
+
+def optimize(
+    problem: Problem,
+    *,
+    restarts: int = 6,
+    steps: int = 50,
+    learning_rate: float = 0.15,
+    decay: float = 1.0,
+    placement_speedup: float = 1.0,
+    temperature: tuple[float, float] = (2.0, 1.0),
+    penalty: float = 10.0,
+    seed: int = 0,
+    polish: bool = True,
+    train_area: bool = True,
+    area_logits=None,
+    progress: Callable[[int], None] | None = None,
+) -> Result:
+    """Minimises the mix objective over the area split and the placement, by gradient.
+
+    Args:
+        problem: the co-design problem.
+        restarts: random starts, run together in one `vmap`.
+        steps: Adam steps per restart.
+        learning_rate: Adam step size on the logits.
+        decay: final step size as a fraction of the first (cosine schedule).
+        placement_speedup: the placement logits' step size over the area logits'.
+        temperature: (start, end) of the geometric placement-temperature anneal.
+        penalty: weight of the DRAM-overflow penalty.
+        seed: PRNG seed of the starting logits.
+        polish: also try each placement policy on the optimised area split and keep
+            the best hard placement (one evaluation per policy).
+        train_area: False to optimise the placement alone, on the fixed split
+            `area_logits`.
+        area_logits: `[parts]` logits of the fixed split (with `train_area=False`).
+        progress: called with the number of steps done (for a progress bar).
+
+    Returns:
+        The best restart's hardened design (`Result`); `evaluations` counts cost-model
+        evaluations (each gradient step evaluates the mix once per restart).
+    """
+    t0 = time.perf_counter()
+    params = _starts(problem, restarts, seed)
+    if not train_area:
+        if area_logits is None:
+            raise ValueError("train_area=False needs the fixed area_logits")
+        fixed = jnp.broadcast_to(jnp.asarray(area_logits, float), params.area_logits.shape)
+        params = _Params(fixed, params.placement_logits)
+    # b2 = 0.9: the second-moment estimate forgets the large gradients of the first
+    # steps, or late steps on a flat objective would shrink to nothing.
+    # A cosine-decayed step: large early moves across the simplex, fine ones at the end.
+    # The placement logits get a larger step: a class's fraction in a tier must often
+    # travel from ~0 to most of it, a move of several nats.
+    area_lr = optax.cosine_decay_schedule(learning_rate, steps, alpha=decay)
+    placement_lr = optax.cosine_decay_schedule(learning_rate * placement_speedup, steps, alpha=decay)
+    # What is trained is chosen by labels over the parameter pytree (the filter-spec
+    # idiom): a frozen part gets no update at all.
+    labels = _Params("area" if train_area else "frozen", "placement")
+    opt = optax.chain(
+        optax.clip_by_global_norm(10.0),
+        optax.multi_transform(
+            {
+                "area": optax.adam(area_lr, b2=0.9),
+                "placement": optax.adam(placement_lr, b2=0.9),
+                "frozen": optax.set_to_zero(),
+            },
+            cast(Any, labels),
+        ),
+    )
+    state = jax.vmap(opt.init)(cast(Any, params))  # an equinox pytree; optax types plain ones
+    t_start, t_end = temperature
+    taus = t_start * (t_end / t_start) ** (jnp.arange(steps) / max(steps - 1, 1))
+    history = []
+    chunk = max(1, steps // 10)
+    for begin in range(0, steps, chunk):
+        params, state, objs = _run_steps(params, state, problem, taus[begin : begin + chunk], penalty, opt)
+        history.append(np.asarray(objs))
+        if progress is not None:
+            progress(min(begin + chunk, steps))
+    history = np.concatenate(history)  # [steps, restarts]
+    final_tau = taus[-1]
+    hard, soft_obj, hard_obj, feasible = _harden_all(params, problem, final_tau)
+    score = np.where(np.asarray(feasible), np.asarray(hard_obj), np.inf)
+    best = int(np.argmin(score)) if np.isfinite(score).any() else int(np.argmin(np.asarray(hard_obj)))
+    placements, objective, ok = np.asarray(hard[best]), float(hard_obj[best]), bool(feasible[best])
+    evaluations = restarts * (steps + 1)
+    rounded = objective
+    polished_by = None
+    if polish:
+        # The hard placement is also tried against the placement policies on the
+        # optimised area split; the better one is kept and reported as such.
+        area = params.area_logits[best]
+        for policy in POLICIES:
+            metric, feas, placed = _policy_at(problem, area, policy)
+            evaluations += 1
+            value = float(jnp.sum(problem.weights * metric))
+            if bool(jnp.all(feas)) and (value < objective or not ok):
+                placements, objective, ok, polished_by = np.asarray(placed), value, True, policy
+    return Result(
+        area_logits=np.asarray(params.area_logits[best]),
+        placements=placements,
+        objective=objective,
+        soft_objective=float(soft_obj[best]),
+        status=status_of(ok),
+        evaluations=evaluations,
+        seconds=time.perf_counter() - t0,
+        history=history[:, best],
+        rounded_objective=rounded,
+        polished_by=polished_by,
+    )
+
+
+_STARTS = (
+    (1, 0, 0),  # SRAM-heavy die, everything asked of SRAM
+    (2, 2, 1),  # PIM-heavy die, KV in PIM, weights in DRAM
+    (1, 0, 1),  # SRAM-heavy die, weights in SRAM, KV in PIM
+    (0, 2, 2),  # compute-heavy die, everything in DRAM
+    (2, 1, 1),  # PIM-heavy die, everything asked of PIM
+    (None, 0, 2),  # balanced die, weights in SRAM, KV in DRAM
+)
+"""(area part, weight tier, KV tier) each restart leans toward, in turn: starts that
+ask SRAM or PIM for data give those parts' areas a gradient from the first step."""
+
+
+def _starts(problem: Problem, restarts: int, seed: int) -> _Params:
+    """Diverse starting points (`_STARTS`) plus Gaussian noise."""
+    key_a, key_p = jax.random.split(jax.random.key(seed))
+    shape = (problem.n_points, len(CLASSES), len(TIERS))
+    area = 0.3 * jax.random.normal(key_a, (restarts, len(AREA_PARTS)))
+    placement = 0.3 * jax.random.normal(key_p, (restarts, *shape))
+    is_kv = np.asarray(IS_KV)
+    for k in range(restarts):
+        part, weight_tier, kv_tier = _STARTS[k % len(_STARTS)]
+        if part is not None:
+            area = area.at[k, part].add(1.5)
+        lean = np.where(is_kv, kv_tier, weight_tier)
+        placement = placement.at[k].add(2.0 * jax.nn.one_hot(lean, len(TIERS))[None])
+    return _Params(area, placement)
+
+
+@eqx.filter_jit
+def _run_steps(params, state, problem, taus, penalty, opt):
+    def one_restart(p, s):
+        def body(carry, tau):
+            p, s = carry
+            (_, obj), g = jax.value_and_grad(_loss, has_aux=True)(p, problem, tau, penalty)
+            updates, s = opt.update(g, s, p)
+            return (optax.apply_updates(p, updates), s), obj
+
+        (p, s), objs = jax.lax.scan(body, (p, s), taus)
+        return p, s, objs
+
+    p, s, objs = jax.vmap(one_restart)(params, state)
+    return p, s, objs.T
+
+
+@eqx.filter_jit
+def _harden_all(params, problem, tau):
+    def one(p):
+        soft = soft_placement(p.placement_logits, tau)
+        soft_obj, _, _ = evaluate_design(problem, p.area_logits, soft)
+        chip = design_chip(problem, p.area_logits)
+        traffic = jax.vmap(lower_traffic)(problem.workloads)
+        hard = jax.vmap(harden_placement, in_axes=(0, 0, None))(soft, traffic, chip)
+        hard_obj, _, costs = evaluate_design(problem, p.area_logits, hard)
+        return hard, soft_obj, hard_obj, jnp.all(costs.feasible)
+
+    return jax.vmap(one)(params)

@@ -1,0 +1,81 @@
+"""What a co-design run returns: the design, how the run ended, and what it cost to find."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+
+from .._core.area import AREA_PARTS, area_split, fixed_area
+from .._core.chip import TIERS
+from .._core.traffic import CLASSES
+from .._core.workload import BITS16
+from .problem import Problem, design_chip
+
+
+class DesignStatus(eqx.Enumeration):
+    """How a co-design run ended (`Result.status`), reported rather than raised, so a
+    caller that runs many problems is not stopped by one."""
+
+    successful = "a hard design that fits every mix point"
+    infeasible_capacity = "no design tried fits: the model and KV cache overflow DRAM at some mix point"
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    """A design and what it cost to find."""
+
+    area_logits: np.ndarray
+    placements: np.ndarray  # [points, classes, tiers], hard
+    objective: float  # of the hard design
+    soft_objective: float  # before hardening
+    status: eqx.EnumerationItem  # a `DesignStatus`
+    evaluations: int
+    seconds: float
+    history: np.ndarray  # [steps] best restart's soft objective along the run
+    rounded_objective: float | None = None  # the rounded soft placement's, before polishing
+    polished_by: str | None = None  # the policy whose placement beat the rounded one
+
+    @property
+    def feasible(self) -> bool:
+        """Whether the design fits every mix point (`status` is `successful`)."""
+        return bool(self.status == DesignStatus.successful)
+
+
+def status_of(feasible: bool) -> eqx.EnumerationItem:
+    """`DesignStatus.successful` if `feasible`, else `DesignStatus.infeasible_capacity`."""
+    return DesignStatus.successful if feasible else DesignStatus.infeasible_capacity
+
+
+def describe(problem: Problem, result: Result, names: Sequence[str]) -> dict:
+    """A JSON-ready description of a design: areas, tiers, placement (SI units)."""
+    chip = design_chip(problem, jnp.asarray(result.area_logits))
+    areas = np.asarray(area_split(problem.budget, jnp.asarray(result.area_logits), problem.tech, problem.n_stacks))
+    tiers = {
+        tier: {
+            "capacity_bytes": float(chip.tiers.capacity[i]),
+            "bandwidth_bytes_per_second": float(chip.tiers.bandwidth[i]),
+        }
+        for i, tier in enumerate(TIERS)
+    }
+    tiers["pim"]["internal_bandwidth_bytes_per_second"] = float(chip.pim_bandwidth)
+    tiers["pim"]["flops"] = float(chip.pim_flops)
+    return {
+        "area_mm2": {
+            **{part: float(a) * 1e6 for part, a in zip(AREA_PARTS, areas)},
+            "fixed_io": float(fixed_area(problem.tech, problem.n_stacks)) * 1e6,
+            "total": float(problem.budget) * 1e6,
+        },
+        "peak_flops_16bit": float(chip.peak_flops[BITS16]),
+        "tiers": tiers,
+        "placement": {
+            name: {
+                cls: {tier: float(result.placements[k, i, j]) for j, tier in enumerate(TIERS)}
+                for i, cls in enumerate(CLASSES)
+            }
+            for k, name in enumerate(names)
+        },
+    }

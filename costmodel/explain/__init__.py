@@ -1,0 +1,30 @@
+"""Why a chip decodes at the speed, energy and price it does: sensitivities and answers.
+
+Everything in the model is differentiable, so the sensitivity of each objective
+(seconds per token, joules per token, USD per token) to each hardware parameter is
+one `jax.jacrev` away. They are reported as *elasticities*, `d log y / d log x`: the
+per-cent change in `y` for a one per-cent change in `x` (so -1 w.r.t. DRAM bandwidth
+means "time is inversely proportional to DRAM bandwidth", 0 means "this parameter
+does not matter here"). Doubling `x` changes `y` by about `2**e - 1`.
+
+Parameters: peak FLOP/s (all precisions together), each tier's bandwidth (for PIM the
+internal, bank-level bandwidth), PIM FLOP/s, the chip-to-chip link bandwidth, each
+tier's capacity and, for a chip designed from an area split (`chip_from_area`), the
+area of compute, SRAM and PIM (each part grows alone, so the die grows with it).
+
+Modules: `design` (`AreaDesign`), `cascade` (`cascade_placement`), `sensitivity`
+(`explain`, the elasticities) and `answers` (the buyer's questions in sentences). The
+roofline plot is `costmodel.report.roofline.roofline_plot`.
+"""
+
+from .answers import answers as answers
+from .cascade import cascade_placement as cascade_placement
+from .design import DEFAULT_LINKS as DEFAULT_LINKS, AreaDesign as AreaDesign
+from .sensitivity import (
+    AREA_PARAMETERS as AREA_PARAMETERS,
+    CAPACITY_PARAMETERS as CAPACITY_PARAMETERS,
+    CHIP_PARAMETERS as CHIP_PARAMETERS,
+    OBJECTIVES as OBJECTIVES,
+    Explanation as Explanation,
+    explain as explain,
+)
