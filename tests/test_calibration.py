@@ -499,6 +499,28 @@ def test_written_chip_file_evaluates(shipped_result):
     assert all(Path(p).exists() for p in r["plots"])
 
 
+def test_chip_file_holds_the_fitted_chip(tmp_path):
+    """The chip file is `to_chip(knobs)` (DRAM capacity: the machine's memory) through the
+    chip-file schema: every leaf reads back to six significant digits."""
+    k = _knobs(small_kernel_bytes=3e6, small_kernel_efficiency=0.5)
+    spec = jax.tree_util.tree_map(lambda _: True, k)
+    fit = F.Fit(k, k, spec, F.FitStatus.converged, 0.01, 0.0, 1, F.KNOB_NAMES, {n: 0.1 for n in F.KNOB_NAMES})
+    assert fit.status_name == "converged"
+    result = {"parameters": F.parameter_table(fit), "holdout_kinds": [], "train_mape": 0.1, "holdout_mape": None}
+    result["status"] = fit.status_name
+    path = tmp_path / "chip.toml"
+    path.write_text(F.chip_toml(fit, result, "costmodel calibrate t.csv", ["t.csv"], "cpu: test", 16.0))
+    assert path.read_text().startswith("# Calibrated chip file")
+    info = chip_info(str(path))
+    assert info.placement == "sram" and info.max_chips == 1 and "fit status converged" in info.source
+    expected = F.to_chip(k)
+    expected = expected.replace(
+        tiers=expected.tiers.replace(capacity=expected.tiers.capacity.at[2].set(16e9)), power_cap=1e6
+    )
+    for got, want in zip(jax.tree_util.tree_leaves(info.chip), jax.tree_util.tree_leaves(expected)):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=5e-6)
+
+
 def test_shipped_calibrated_chip_loads():
     path = ROOT / "data" / "calibrated" / "cpu.toml"
     if not path.exists():
