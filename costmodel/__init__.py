@@ -15,6 +15,7 @@ from ._core.channels import (
     class_stream_efficiency as class_stream_efficiency,
     compute_seconds as compute_seconds,
     effective_feed as effective_feed,
+    flop_rate as flop_rate,
     hockney as hockney,
     kernel_efficiency as kernel_efficiency,
     overlapped_seconds as overlapped_seconds,

@@ -51,11 +51,8 @@ def predict_micro(knobs: Knobs, pts: MicroPoints):
     # Per-point tiers: the efficiencies broadcast explicitly to the points' bandwidths.
     tiers = chip.tiers.replace(bandwidth=bandwidth, efficiency=jnp.broadcast_to(chip.tiers.efficiency, bandwidth.shape))
     stream = cm.stream_seconds(shares * (pts.bytes / hot)[:, None], tiers)
-    # The FLOP rate as `costmodel.class_flop_rates` forms it for a block class: peak of
-    # the precision x compute efficiency x attention efficiency (attention kernels) x
-    # the Hockney factor of the rows per operand element.
-    kernel = jnp.where(pts.attention > 0, chip.attention_efficiency, 1.0)
-    rate = chip.peak_flops[pts.precision] * chip.compute_efficiency * kernel * cm.hockney(pts.rows, chip.half_rate_rows)
+    # The FLOP rate as the core forms it for a block class (`costmodel.flop_rate`).
+    rate = cm.flop_rate(chip, pts.precision, pts.attention > 0, pts.rows)
     t_comp = cm.compute_seconds(pts.flops, rate, h, 1.0 - h, cm.effective_feed(chip))
     parallel = cm.overlapped_seconds(stream[:, 0], stream[:, 1], stream[:, 2], t_comp, chip)
     # Latency per kernel call (the core's per-layer latency, one kernel at a time).

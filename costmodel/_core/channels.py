@@ -72,18 +72,23 @@ def class_stream_efficiency(traffic: Traffic, chip: Chip) -> PerClass:
     return kernel_efficiency(traffic.kernel_bytes / chip.tensor_parallel, chip)
 
 
+def flop_rate(chip: Chip, precision, attention, rows):
+    """FLOP/s one chip's compute die reaches on a kernel, operands on chip: the peak of
+    its `precision` x `Chip.compute_efficiency` x `Chip.attention_efficiency` (where
+    `attention`: decode attention over a KV cache) x the Hockney factor of its `rows`
+    per operand element. Arguments broadcast (one entry per class, or per point)."""
+    kernel = jnp.where(attention, chip.attention_efficiency, 1.0)
+    return chip.peak_flops[precision] * chip.compute_efficiency * kernel * hockney(rows, chip.half_rate_rows)
+
+
 def class_flop_rates(workload: Workload, traffic: Traffic, chip: Chip) -> PerClass:
-    """FLOP/s one chip's compute die reaches on each block class's FLOPs, operands on chip:
-    peak of the class's precision x compute efficiency x attention efficiency (KV
-    classes) x the Hockney factor of the class's rows per operand element."""
+    """`flop_rate` of each block class: KV classes are attention, and a class's rows are
+    the rows sharing each operand element read (2 FLOPs per row per element)."""
     s = workload.scenario
     is_kv = jnp.asarray(IS_KV)
-    kernel = jnp.where(is_kv, chip.attention_efficiency, 1.0)
-    # Rows sharing each operand element: 2 FLOPs per row per element read.
     element_bytes = jnp.where(is_kv, s.kv_bytes, s.weight_bytes)
     rows = traffic.intensity * element_bytes / 2.0
-    peak = chip.peak_flops[traffic.precision.astype(jnp.int32)]
-    return peak * chip.compute_efficiency * kernel * hockney(rows, chip.half_rate_rows)
+    return flop_rate(chip, traffic.precision.astype(jnp.int32), is_kv, rows)
 
 
 def effective_feed(chip: Chip) -> PerTier:
@@ -124,17 +129,19 @@ def pim_seconds(pim_bytes, pim_flops, chip: Chip):
     return p_norm(jnp.stack([memory, math], axis=-1), chip.overlap)
 
 
-def compute_seconds(flops, rate, sram_share, dram_share, feed):
+def compute_seconds(flops, rate, sram_share, dram_share, feed, parallel=1.0):
     """Seconds the compute die needs for `flops` whose operands stream from SRAM and DRAM.
 
     Args:
         flops: FLOPs (per class, or per point), FLOP.
-        rate: the FLOP rate reached with operands on chip (`class_flop_rates`), FLOP/s.
+        rate: the FLOP rate reached with operands on chip (`flop_rate`), FLOP/s.
         sram_share / dram_share: fractions of the operands streamed from SRAM and DRAM
             (PIM's share computes in the PIM units, not here).
         feed: `effective_feed(chip)`: the rate on each tier's operands is `rate x feed`.
+        parallel: chips sharing the FLOPs (the tensor-parallel group).
     """
-    return seconds((sram_share / feed[SRAM] + dram_share / feed[DRAM]) * flops, rate)
+    work = sram_share / feed[SRAM] + dram_share / feed[DRAM]
+    return seconds(work * flops / parallel, rate)
 
 
 def overlapped_seconds(sram, pim, dram, compute, chip: Chip):
@@ -155,7 +162,7 @@ def access_seconds(accesses, shares, latency, overhead):
     """Serial latency of `accesses` dependent accesses (layers, or kernels): each waits
     for the latency of the tiers it reads, weighted by their `shares` of the bytes,
     plus a fixed `overhead` (kernel launch, synchronisation), s."""
-    return accesses * (jnp.sum(shares * latency, axis=-1) + overhead)
+    return accesses * jnp.sum(latency * shares, axis=-1) + accesses * overhead
 
 
 def allreduce_seconds(workload: Workload, chip: Chip) -> Scalar:

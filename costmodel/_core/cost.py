@@ -110,7 +110,7 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     # the rate it sustains on operands from that tier (`compute_feed`).
     rates = ch.class_flop_rates(workload, traffic, chip)
     feed = ch.effective_feed(chip)
-    compute_seconds = jnp.sum(ch.compute_seconds(traffic.flops / tp, rates, held[:, SRAM], held[:, DRAM], feed))
+    compute_seconds = jnp.sum(ch.compute_seconds(traffic.flops, rates, held[:, SRAM], held[:, DRAM], feed, tp))
     parallel = ch.overlapped_seconds(tier_seconds[SRAM], tier_seconds[PIM], tier_seconds[DRAM], compute_seconds, chip)
 
     share = safe_div(tier_bytes, jnp.sum(tier_bytes))

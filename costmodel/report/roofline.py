@@ -42,7 +42,7 @@ def attainable_flops(chip: Chip, held, moved, flops, rate, stream_efficiency=1.0
         tp = chip.tensor_parallel
         stream = ch.stream_seconds(held * (moved / stream_efficiency / tp), chip.tiers)
         pim = ch.pim_seconds(held[PIM] * moved / tp, held[PIM] * flops / tp, chip)
-        compute = ch.compute_seconds(flops / tp, rate, held[SRAM], held[DRAM], ch.effective_feed(chip))
+        compute = ch.compute_seconds(flops, rate, held[SRAM], held[DRAM], ch.effective_feed(chip), tp)
         return safe_div(flops, ch.overlapped_seconds(stream[SRAM], pim, stream[DRAM], compute, chip))
 
     # The channel functions time one point: broadcast the batch axes explicitly (the
