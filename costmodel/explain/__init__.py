@@ -13,13 +13,13 @@ tier's capacity and, for a chip designed from an area split (`chip_from_area`), 
 area of compute, SRAM and PIM (each part grows alone, so the die grows with it).
 
 Modules: `design` (`AreaDesign`), `cascade` (`cascade_placement`), `sensitivity`
-(`explain`, the elasticities) and `answers` (the buyer's questions in sentences). The
-roofline plot is `costmodel.report.roofline.roofline_plot`.
+(`explain`, the elasticities) and `questions` (`answers`: the buyer's questions in
+sentences). The roofline plot is `costmodel.report.roofline.roofline_plot`.
 """
 
-from .answers import answers as answers
 from .cascade import cascade_placement as cascade_placement
 from .design import DEFAULT_LINKS as DEFAULT_LINKS, AreaDesign as AreaDesign
+from .questions import answers as answers
 from .sensitivity import (
     AREA_PARAMETERS as AREA_PARAMETERS,
     CAPACITY_PARAMETERS as CAPACITY_PARAMETERS,

@@ -25,9 +25,9 @@ from .._core.placement import policy_placement
 from .._core.power import sustained_cost
 from .._core.traffic import IS_KV, lower_traffic
 from .._core.workload import Workload
-from .answers import answers
 from .cascade import _cascade, _wishes
 from .design import AreaDesign
+from .questions import answers
 
 
 OBJECTIVES = ("seconds_per_token", "joules_per_token", "usd_per_token")
