@@ -556,7 +556,9 @@ def test_without_pyarrow_the_store_says_how_to_install_it(tmp_path, monkeypatch,
 
 
 def test_without_rich_a_run_without_a_progress_bar_works(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "rich", None)  # rich comes with the `cli` extra
+    # rich comes with the `cli` extra; its submodules may be imported already.
+    for name in [m for m in sys.modules if m == "rich" or m.startswith("rich.")] + ["rich"]:
+        monkeypatch.setitem(sys.modules, name, None)
     spec = sw.parse_spec({"axes": {"batch": [1, 2]}})
     assert sw.run_sweep(spec, tmp_path / "out").evaluated == 2
     with pytest.raises(cm.InputError, match=r"rich.*pip install 'costmodel\[all\]'"):

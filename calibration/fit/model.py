@@ -37,7 +37,7 @@ def predict_micro(knobs: Knobs, pts: MicroPoints):
     h = hit_fraction(knobs, pts.working_set)
     # A loop over one array streams it faster than a pass over distinct tensors (a
     # GEMV chain, a decode step): the hot-array speed-up, a property of the benchmark.
-    hot = 1.0 + jnp.exp(knobs.log_hot_speedup_m1) * (pts.kernels == 1)
+    hot = 1.0 + jnp.where(pts.kernels == 1, jnp.exp(knobs.log_hot_speedup_m1), 0.0)
     # A small kernel streams slower, except what the inner level serves (the step
     # diluted per point, as `to_chip(knobs, S)` dilutes it for a decode step).
     diluted = chip.replace(small_kernel_efficiency=small_kernel_efficiency(knobs, pts.working_set))

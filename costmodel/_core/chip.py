@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import equinox as eqx
 import jax.numpy as jnp
+from jaxtyping import Array, Float
 
 from .types import PerPrecision, PerTier, PerTierLike, RealScalarLike, Scalar
 from .workload import PRECISIONS
@@ -56,7 +57,9 @@ class Tiers(eqx.Module):
                 raise ValueError(f"Tiers.{name} must have a last axis of {len(TIERS)} tiers")
 
     @property
-    def effective_bandwidth(self) -> PerTier:
+    def effective_bandwidth(self) -> Float[Array, "*batch tiers"]:
+        """`bandwidth x efficiency` (B/s): what the kernels reach. Tiers may carry batch
+        axes (one set of tiers per point, as the calibration fit uses them)."""
         return self.bandwidth * self.efficiency
 
     def replace(self, **changes) -> "Tiers":

@@ -109,7 +109,7 @@ def die_cost(area: RealScalarLike, econ: Economics) -> Scalar:
     priced at one wafer (yield 1 assumed). An unknown area (0) is priced at 0.
 
     Examples:
-        >>> from costmodel._economics import die_cost
+        >>> from costmodel._core.economics import die_cost
         >>> from costmodel.io import economics_preset
         >>> round(float(die_cost(814e-6, economics_preset("N5"))))
         982
@@ -144,7 +144,7 @@ def token_cost(cost: Cost, chip: Chip, econ: Economics) -> TokenCost:
 
     Examples:
         >>> import costmodel as cm
-        >>> from costmodel._economics import token_cost
+        >>> from costmodel._core.economics import token_cost
         >>> from costmodel.io import economics_preset
         >>> e = cm.evaluate("llama-3-8b", "h100-sxm", batch=1, context=4096)
         >>> t = token_cost(e.cost, e.chip, economics_preset("N5"))

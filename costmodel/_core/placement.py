@@ -10,6 +10,7 @@ is whole blocks per tier that respect every capacity.
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jaxtyping import Array, Float
 
 from .channels import class_stream_efficiency
 from .chip import DRAM, PIM, SRAM, TIERS, Chip
@@ -29,15 +30,17 @@ CAPACITY_MARGIN = 1e-4
 """Fraction of SRAM and PIM capacity a hard placement leaves free."""
 
 
-def soft_placement(logits: PlacementMatrix, temperature: RealScalarLike = 1.0) -> PlacementMatrix:
+def soft_placement(
+    logits: Float[Array, "*batch classes tiers"], temperature: RealScalarLike = 1.0
+) -> Float[Array, "*batch classes tiers"]:
     """Rows of `softmax(logits / temperature)`: each class's fraction per tier.
 
     Args:
-        logits: `[classes, tiers]` unnormalised log-fractions.
+        logits: `[..., classes, tiers]` unnormalised log-fractions (any batch axes).
         temperature: > 0; small values approach a one-hot (hard) placement.
 
     Returns:
-        A `[classes, tiers]` matrix whose rows are on the simplex.
+        A `[..., classes, tiers]` matrix whose rows are on the simplex.
     """
     return jax.nn.softmax(logits / temperature, axis=-1)
 

@@ -84,7 +84,7 @@ def throttle(chip: Chip, clock: RealScalarLike) -> Chip:
 
     Examples:
         >>> import costmodel as cm
-        >>> from costmodel._power import throttle
+        >>> from costmodel._core.power import throttle
         >>> chip = throttle(cm.chip_preset("h100-sxm"), 0.5)
         >>> round(float(chip.peak_flops[1]) / 1e12, 1)
         494.5
@@ -126,7 +126,7 @@ def sustained_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -
         >>> import costmodel as cm
         >>> w = cm.Workload(cm.model_preset("llama-3-8b"), cm.Scenario(batch=1024, context=512))
         >>> chip = cm.chip_preset("h100-sxm").replace(power_cap=300.0)
-        >>> from costmodel._power import sustained_cost
+        >>> from costmodel._core.power import sustained_cost
         >>> s = sustained_cost(w, chip, cm.policy_placement("dram", cm.lower_traffic(w), chip))
         >>> bool(s.cost.power <= 300.0 * (1 + 1e-5)), bool(s.clock < 1)
         (True, True)

@@ -188,7 +188,10 @@ def _run_steps(params, state, problem, taus, penalty, opt):
         def body(carry, tau):
             p, s = carry
             (_, obj), g = jax.value_and_grad(_loss, has_aux=True)(p, problem, tau, penalty)
-            updates, s = opt.update(g, s, p)
+            # optax's Adam mixes a Python float with its int32 step count (bias correction), which
+            # strict dtype promotion (the tests' setting) rejects: allow the standard rules there.
+            with jax.numpy_dtype_promotion("standard"):
+                updates, s = opt.update(g, s, p)
             return (optax.apply_updates(p, updates), s), obj
 
         (p, s), objs = jax.lax.scan(body, (p, s), taus)
