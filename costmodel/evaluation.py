@@ -30,6 +30,10 @@ MAX_TENSOR_PARALLEL = 8
 """Widest tensor-parallel group the automatic system sizing uses; beyond it the
 layers are split into pipeline stages (as SRAM-only machines serve 70B models)."""
 
+MAX_SYSTEM_CHIPS = 64
+"""Most chips a system of chips built from an area split may have (co-design and the
+sweep's area mode): a chip with no preset has no `max_chips` of its own."""
+
 
 def system_placement(policy: str, traffic, chip: Chip) -> jnp.ndarray:
     """`policy_placement` computed on the whole system as one chip.

@@ -4,7 +4,7 @@ A step moves bytes through four channels that run side by side: SRAM and DRAM
 stream operands to the compute die, the PIM tier computes on the bytes it holds,
 and the compute die does the remaining FLOPs. Serial terms (access latency, kernel
 launches, all-reduces, pipeline hops) add on top. `costmodel.decode_cost`, the
-roofline plot (`costmodel.report.plots`) and the calibration fit
+roofline plot (`costmodel.report.roofline`) and the calibration fit
 (`calibration.fit.model`) all call these functions, so a change to how a channel is
 timed is made here once.
 
@@ -17,7 +17,7 @@ import jax.numpy as jnp
 from .chip import DRAM, PIM, SRAM, Chip, Tiers
 from .numerics import p_norm, seconds
 from .traffic import IS_KV, Traffic
-from .types import PerClass, PerTier, Scalar
+from .types import PerClass, PerTier, RealScalarLike, Scalar
 from .workload import Workload
 
 
@@ -129,7 +129,7 @@ def pim_seconds(pim_bytes, pim_flops, chip: Chip):
     return p_norm(jnp.stack([memory, math], axis=-1), chip.overlap)
 
 
-def compute_seconds(flops, rate, sram_share, dram_share, feed, parallel=1.0):
+def compute_seconds(flops, rate, sram_share, dram_share, feed, parallel: RealScalarLike = 1.0):
     """Seconds the compute die needs for `flops` whose operands stream from SRAM and DRAM.
 
     Args:

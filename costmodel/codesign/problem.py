@@ -22,6 +22,7 @@ from .._core.economics import Economics, token_cost
 from .._core.power import sustained_cost
 from .._core.traffic import lower_traffic
 from .._core.workload import Workload
+from ..evaluation import MAX_SYSTEM_CHIPS
 from ..io import InputError, chip_info, economics_preset, load_mix, load_model, make_scenario, tech_preset
 
 
@@ -165,9 +166,6 @@ def evaluate_design(problem: Problem, area_logits, placements):
 
 
 # --- from names and plain numbers -------------------------------------------------------
-
-MAX_SYSTEM_CHIPS = 64
-"""Most chips a co-designed system may have."""
 
 DRAM_HEADROOM = 1.3
 """Default system size: the fewest chips whose HBM holds the largest mix point x 1.3."""

@@ -32,7 +32,7 @@ class Result:
     placements: np.ndarray  # [points, classes, tiers], hard
     objective: float  # of the hard design
     soft_objective: float  # before hardening
-    status: eqx.EnumerationItem  # a `DesignStatus`
+    status: DesignStatus  # an item of `DesignStatus` (as equinox annotates them)
     evaluations: int
     seconds: float
     history: np.ndarray  # [steps] best restart's soft objective along the run
@@ -45,7 +45,7 @@ class Result:
         return bool(self.status == DesignStatus.successful)
 
 
-def status_of(feasible: bool) -> eqx.EnumerationItem:
+def status_of(feasible: bool) -> DesignStatus:
     """`DesignStatus.successful` if `feasible`, else `DesignStatus.infeasible_capacity`."""
     return DesignStatus.successful if feasible else DesignStatus.infeasible_capacity
 

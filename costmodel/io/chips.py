@@ -189,7 +189,7 @@ def chip_from_table(t: dict[str, Any], where: str, name: str) -> ChipInfo:
     placement = t.get("placement", "dram")
     if placement not in POLICIES:
         raise InputError(f"{where}: field 'placement' = {placement!r}: expected one of {list(POLICIES)}")
-    sections = {None: {**t, **_derived_peaks(t)}}
+    sections: dict[str | None, dict[str, Any]] = {None: {**t, **_derived_peaks(t)}}
     for key in SECTIONS:
         if key in t:
             req, opt = _kinds(key)
@@ -198,7 +198,7 @@ def chip_from_table(t: dict[str, Any], where: str, name: str) -> ChipInfo:
     values: dict[tuple[str, ...], Any] = {}
     for f in CHIP_SCHEMA:
         for path, _ in f.leaves:
-            leaf = blank
+            leaf: Any = blank
             for part in path:
                 leaf = getattr(leaf, part)
             values.setdefault(path, [float(v) for v in leaf.reshape(-1)] if leaf.ndim else float(leaf))

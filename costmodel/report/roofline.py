@@ -17,10 +17,11 @@ from .._core.chip import DRAM, PIM, SRAM, TIERS, Chip
 from .._core.cost import BOUNDS
 from .._core.numerics import safe_div
 from .._core.traffic import CLASSES, lower_traffic
+from .._core.types import RealScalarLike
 from ..evaluation import Evaluation
 
 
-def attainable_flops(chip: Chip, held, moved, flops, rate, stream_efficiency=1.0):
+def attainable_flops(chip: Chip, held, moved, flops, rate, stream_efficiency: RealScalarLike = 1.0):
     """FLOP/s one tensor-parallel group reaches on `flops` FLOPs over `moved` bytes, timed
     by the channels as `decode_cost` times a step (no serial terms).
 

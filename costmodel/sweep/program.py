@@ -323,7 +323,7 @@ class Sweep:
         return out
 
     def _system_size(self, workload, traffic, chip, policy, max_chips, num):
-        """(tensor_parallel, pipeline_parallel, fits): `costmodel.api.size_system`, per
+        """(tensor_parallel, pipeline_parallel, fits): `costmodel.evaluation.size_system`, per
         config inside the vmapped program (the rules `costmodel.evaluate` sizes with)."""
         fixed = "chips" in self._axes or self.spec.base.get("chips") != "auto"
         return size_system(

@@ -49,6 +49,7 @@ from .._core.area import AREA_PARTS, REFERENCE_DIE_AREA, chip_from_area
 from .._core.chip import DEFAULT_OVERLAP, TIERS, Chip, Tiers, make_chip
 from .._core.placement import POLICIES
 from .._core.workload import PRECISIONS
+from ..evaluation import MAX_SYSTEM_CHIPS
 from ..io import KINDS, InputError, chip_info, chip_leaf_kinds, data_dir, formats, load_model, load_toml, tech_nodes
 from .sampling import MAX_CONFIGS
 
@@ -107,7 +108,7 @@ def _area_defaults() -> dict[str, Any]:
         "area.power_cap_w": float(kw["power_cap"]),
         "area.kernel_overhead_us": float(kw["kernel_overhead"]) / 1e-6,
         "area.overlap": float(DEFAULT_OVERLAP),
-        "area.max_chips": 64.0,
+        "area.max_chips": float(MAX_SYSTEM_CHIPS),
     }
 
 

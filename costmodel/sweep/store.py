@@ -154,11 +154,11 @@ class _NoBar:
     def __exit__(self, *exc: object) -> None:
         return None
 
-    def advance(self, task: Any, advance: float) -> None:
-        del task, advance
+    def advance(self, task_id: Any, advance: float) -> None:
+        del task_id, advance
 
 
-def _progress(enabled: bool, total: int, done: int):
+def _progress(enabled: bool, total: int, done: int) -> tuple[Any, Any]:
     """(bar, task): a rich progress bar on stderr counting configs/s, or a silent one."""
     if not enabled:
         return _NoBar(), None
