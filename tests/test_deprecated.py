@@ -26,4 +26,4 @@ def test_old_path_warns_and_gives_the_same_object(old, name, new):
 
 def test_unknown_name_is_an_attribute_error():
     with pytest.raises(AttributeError):
-        importlib.import_module("costmodel.economics_io").add_economics_args  # noqa: B018 (moved to the CLI)
+        importlib.import_module("costmodel.economics_io").add_economics_args  # moved to the CLI

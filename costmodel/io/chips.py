@@ -151,7 +151,7 @@ def _kinds(section: str | None) -> tuple[dict[str, str], dict[str, str]]:
     required = {f.key: f.kind for f in fields if f.default is None and f.key not in DERIVED_PEAKS}
     optional = {f.key: f.kind for f in fields if f.default is not None or f.key in DERIVED_PEAKS}
     if section is None:
-        required = {**dict(list(required.items())), **SYSTEM_FIELDS}
+        required = {**required, **SYSTEM_FIELDS}
     return required, optional
 
 
