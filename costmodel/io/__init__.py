@@ -70,6 +70,16 @@ from .models import (
     model_preset as model_preset,
     model_presets as model_presets,
 )
+from .profiles import (
+    PROFILE_FIELDS as PROFILE_FIELDS,
+    ProfileInfo as ProfileInfo,
+    check_profile as check_profile,
+    load_profiles as load_profiles,
+    profile_from_table as profile_from_table,
+    profile_info as profile_info,
+    profile_presets as profile_presets,
+    profiles_path as profiles_path,
+)
 from .scenarios import (
     MAX_TOKENS as MAX_TOKENS,
     MixPoint as MixPoint,
