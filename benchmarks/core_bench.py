@@ -42,8 +42,9 @@ def configs(n: int, seed: int = 0):
     scale = jnp.asarray(rng.uniform(0.5, 2.0, (n, 3)), jnp.float32)
     chips = eqx.tree_at(lambda c: c.tiers.bandwidth, chips, chips.tiers.bandwidth * scale)
     chips = eqx.tree_at(lambda c: c.peak_flops, chips, chips.peak_flops * scale[:, :1])
-    logits = jnp.asarray(rng.normal(size=(n, len(cm.CLASSES), 3)), jnp.float32)
-    return cm.Workload(models, scen), chips, logits
+    logits = jnp.asarray(rng.normal(size=(n, len(cm.ROWS), 3)), jnp.float32)
+    profiles = jax.tree.map(lambda x: jnp.broadcast_to(x, (n,) + x.shape), cm.AccessProfile())
+    return cm.Workload(models, scen, profiles), chips, logits
 
 
 def seconds(workload, chip, logits):

@@ -36,6 +36,7 @@ from ._core.economics import (
 from ._core.numerics import p_norm as p_norm, safe_div as safe_div
 from ._core.placement import (
     POLICIES as POLICIES,
+    class_placement as class_placement,
     harden_placement as harden_placement,
     policy_placement as policy_placement,
     soft_placement as soft_placement,
@@ -48,13 +49,26 @@ from ._core.power import (
     throttle as throttle,
 )
 from ._core.traffic import (
+    BUCKETS as BUCKETS,
     CLASSES as CLASSES,
     IS_KV as IS_KV,
+    ROW_CLASS as ROW_CLASS,
+    ROWS as ROWS,
     Traffic as Traffic,
+    class_sum as class_sum,
     expert_coverage as expert_coverage,
+    history_tokens as history_tokens,
     lower_traffic as lower_traffic,
 )
-from ._core.workload import PRECISIONS as PRECISIONS, Model as Model, Scenario as Scenario, Workload as Workload
+from ._core.workload import (
+    AGE_EDGES as AGE_EDGES,
+    N_BUCKETS as N_BUCKETS,
+    PRECISIONS as PRECISIONS,
+    AccessProfile as AccessProfile,
+    Model as Model,
+    Scenario as Scenario,
+    Workload as Workload,
+)
 from .evaluation import (
     Evaluation as Evaluation,
     evaluate as evaluate,

@@ -21,7 +21,7 @@ from ._core.chip import DRAM, PIM, SRAM, TIERS, Chip
 from ._core.cost import Cost, decode_cost
 from ._core.placement import CAPACITY_MARGIN, policy_placement
 from ._core.traffic import lower_traffic
-from ._core.workload import Model, Workload
+from ._core.workload import AccessProfile, Model, Workload
 from .io import ChipInfo, InputError, chip_info, load_model, make_scenario
 from .io.frameworks import resolve_framework
 
@@ -35,8 +35,9 @@ MAX_SYSTEM_CHIPS = 64
 sweep's area mode): a chip with no preset has no `max_chips` of its own."""
 
 
-def system_placement(policy: str, traffic, chip: Chip) -> jnp.ndarray:
-    """`policy_placement` computed on the whole system as one chip.
+def system_placement(policy: str, traffic, chip: Chip, whole_blocks: bool = True) -> jnp.ndarray:
+    """`policy_placement` computed on the whole system as one chip (`whole_blocks`: as
+    there; False fills SRAM and PIM to the byte).
 
     Every block is split evenly over all chips, so "each chip's share fits each chip"
     and "the whole fits the sum of the capacities" are the same constraint. Stated on
@@ -51,7 +52,7 @@ def system_placement(policy: str, traffic, chip: Chip) -> jnp.ndarray:
         pipeline_parallel=1.0,
         tiers=eqx.tree_at(lambda t: t.capacity, chip.tiers, chip.tiers.capacity * n),
     )
-    return policy_placement(policy, traffic, whole)
+    return policy_placement(policy, traffic, whole, whole_blocks)
 
 
 @eqx.filter_jit
@@ -104,6 +105,8 @@ def size_system(stored, n_layers, capacity, max_chips, fast_tiers, all_tiers, sr
         `chips` is None and no system of at most `max_chips` chips holds `stored`.
     """
     capacity = jnp.asarray(capacity)
+    fast_tiers, all_tiers = (jnp.asarray(m, capacity.dtype) for m in (fast_tiers, all_tiers))
+    stored = jnp.asarray(stored, capacity.dtype)
     # A hard placement leaves CAPACITY_MARGIN of SRAM and PIM free: size for what it uses.
     usable = jnp.asarray([1 - SRAM_RESERVE, 1 - 2 * CAPACITY_MARGIN, 1 - 2 * CAPACITY_MARGIN], capacity.dtype)
     sram_machine = jnp.asarray(sram_machine, bool)
@@ -194,6 +197,7 @@ class Evaluation:
     model_name: str
     tensor_parallel: int
     pipeline_parallel: int
+    profile_name: str = "dense"
 
     def require_fit(self) -> Evaluation:
         """This evaluation, if the model and KV cache fit the system.
@@ -224,6 +228,7 @@ def evaluate(
     framework: str | None = None,
     tensor_parallel: int | None = None,
     pipeline_parallel: int | None = None,
+    profile: str | AccessProfile = "dense",
 ) -> Evaluation:
     """Evaluates one decode step of a model on a chip preset, placed as that system does.
 
@@ -240,6 +245,8 @@ def evaluate(
             overhead and all-reduce latency; None uses the chip preset as it is.
         tensor_parallel, pipeline_parallel: an explicit system layout (both, or
             neither); overrides `chips`.
+        profile: the KV access profile: a preset id (`data/profiles.toml`), a
+            profile TOML path, or an `AccessProfile`.
 
     Returns:
         An `Evaluation`; `.cost` holds the figures.
@@ -256,7 +263,9 @@ def evaluate(
         info = dataclasses.replace(info, placement=placement)
     if framework is not None:
         info = apply_framework(info, framework)
-    workload = Workload(m, make_scenario(batch=batch, context=context, prefix=prefix, weights=weights, kv=kv))
+    scenario = make_scenario(batch=batch, context=context, prefix=prefix, weights=weights, kv=kv)
+    profile_name, prof = resolve_profile(profile, context)
+    workload = Workload(m, scenario, prof)
     if (tensor_parallel is None) != (pipeline_parallel is None):
         raise InputError(
             f"tensor_parallel = {tensor_parallel!r}, pipeline_parallel = {pipeline_parallel!r}: expected both or neither"
@@ -272,7 +281,26 @@ def evaluate(
     system = info.chip.replace(tensor_parallel=tp, pipeline_parallel=pp)
     cost, placed = evaluate_policy(workload, system, info.placement)
     name = model if isinstance(model, str) else "custom"
-    return Evaluation(cost, placed, workload, system, info, name, tp, pp)
+    return Evaluation(cost, placed, workload, system, info, name, tp, pp, profile_name)
+
+
+def resolve_profile(profile: str | AccessProfile, context: float) -> tuple[str, AccessProfile]:
+    """(name, profile) of a profile preset id, a profile TOML path or an `AccessProfile`;
+    a named one is checked against the `context` it is used at.
+
+    Raises:
+        InputError: an unknown preset, a bad file, or a profile that does not fit the
+            context (e.g. a budget larger than the history).
+    """
+    if isinstance(profile, AccessProfile):
+        return "custom", profile
+    if profile == "dense":  # the default: no file to read (`data/profiles.toml` agrees)
+        return "dense", AccessProfile()
+    from .io.profiles import check_profile, profile_info
+
+    info = profile_info(profile)
+    check_profile(info, context)
+    return info.name, info.profile
 
 
 def apply_multipliers(chip: Chip, log_multipliers: jnp.ndarray) -> Chip:

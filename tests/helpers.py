@@ -80,4 +80,4 @@ def random_chip(rng: np.random.Generator, ordered: bool = True) -> cm.Chip:
 
 
 def random_logits(rng: np.random.Generator) -> np.ndarray:
-    return rng.normal(size=(len(cm.CLASSES), len(cm.TIERS))) * 2
+    return rng.normal(size=(len(cm.ROWS), len(cm.TIERS))) * 2

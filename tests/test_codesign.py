@@ -99,7 +99,7 @@ def test_without_capacity_limits_fractions_follow_bandwidth():
     big = chip.replace(tiers=chip.tiers.replace(capacity=jnp.full(3, 1e15)))
     bws = jnp.asarray([big.tiers.bandwidth[0], big.pim_bandwidth, big.tiers.bandwidth[2]]) * big.tiers.efficiency
     x = bws / jnp.sum(bws)
-    placement = jnp.broadcast_to(x, (len(cm.CLASSES), 3))
+    placement = jnp.broadcast_to(x, (len(cm.ROWS), 3))
     best = cm.decode_cost(w, big, placement).seconds_per_step
     traffic = cm.lower_traffic(w)
     total = float(jnp.sum(traffic.read_bytes + traffic.writes))
@@ -107,7 +107,7 @@ def test_without_capacity_limits_fractions_follow_bandwidth():
     # any other split is slower
     rng = np.random.default_rng(0)
     for _ in range(20):
-        other = jnp.asarray(rng.dirichlet(np.ones(3), size=len(cm.CLASSES)))
+        other = jnp.asarray(rng.dirichlet(np.ones(3), size=len(cm.ROWS)))
         assert cm.decode_cost(w, big, other).seconds_per_step >= best * 0.999
 
 

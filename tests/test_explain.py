@@ -220,7 +220,7 @@ def test_roofline_rates_come_from_the_channel_functions(monkeypatch):
     rates = np.asarray(attainable_flops(*args))
     # Memory-bound at batch 1: the FFN weights, in DRAM, reach the stream rate x intensity
     # (the p-norm at p = 64 lets the compute channel shave off a little).
-    c = cm.CLASSES.index("weights.ffn")
+    c = cm.ROWS.index("weights.ffn")
     stream = float(chip.tiers.effective_bandwidth[2] * chip.tensor_parallel * small[c])
     assert rates[c] == pytest.approx(stream * float(flops[c] / moved[c]), rel=0.02)
     assert rates[c] <= stream * float(flops[c] / moved[c])

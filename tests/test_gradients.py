@@ -47,7 +47,7 @@ def _chip():
 
 
 def _logits():
-    return jnp.asarray(np.random.default_rng(0).normal(size=(len(cm.CLASSES), 3)))
+    return jnp.asarray(np.random.default_rng(0).normal(size=(len(cm.ROWS), 3)))
 
 
 def _objective(chip, logits, workload):

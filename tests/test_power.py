@@ -47,7 +47,7 @@ def test_random_configs_never_exceed_the_cap():
     for _ in range(25):
         w = cm.Workload(random_model(rng), random_scenario(rng))
         chip = random_chip(rng)
-        p = cm.soft_placement(jnp.asarray(rng.normal(size=(len(cm.CLASSES), 3))))
+        p = cm.soft_placement(jnp.asarray(rng.normal(size=(len(cm.ROWS), 3))))
         peak = cm.decode_cost(w, chip, p)
         cap = float(peak.power) * rng.uniform(0.3, 1.5)
         s = sustained(w, chip.replace(power_cap=cap), p)

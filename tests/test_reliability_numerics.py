@@ -86,7 +86,7 @@ def configs(seed: int = SEED, n: int = N_CONFIGS):
         "precision": rng.integers(0, len(cm.PRECISIONS), n),
         "tp": rng.choice([1.0, 2.0, 4.0, 8.0, 64.0], n),
         "pp": rng.choice([1.0, 1.0, 2.0, 16.0], n),
-        "logits": rng.normal(size=(n, len(cm.CLASSES), len(cm.TIERS))) * rng.choice([0.1, 1, 10], (n, 1, 1)),
+        "logits": rng.normal(size=(n, len(cm.ROWS), len(cm.TIERS))) * rng.choice([0.1, 1, 10], (n, 1, 1)),
         "temperature": rng.choice(TEMPERATURES, n),
     }
     return models, chips, per

@@ -72,7 +72,7 @@ def decode_placement(knobs: Knobs, traffic: cm.Traffic):
     """Every class held on chip for the fraction the cache keeps of the step's bytes."""
     h = hit_fraction(knobs, jnp.sum(traffic.stored_bytes))
     row = jnp.stack([h, jnp.zeros_like(h), 1.0 - h])
-    return jnp.broadcast_to(row, (len(cm.CLASSES), 3))
+    return jnp.broadcast_to(row, (len(cm.ROWS), 3))
 
 
 def predict_decode(knobs: Knobs, workloads: cm.Workload, hard: bool = False):

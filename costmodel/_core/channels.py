@@ -168,7 +168,8 @@ def access_seconds(accesses, shares, latency, overhead):
 def allreduce_seconds(workload: Workload, chip: Chip) -> Scalar:
     """Two ring all-reduces per layer across the tensor-parallel group (after attention
     and after the FFN): each chip sends `2 (tp - 1) / tp` of the batch's activations
-    over its link, plus one link latency per all-reduce when `tp > 1`, s.
+    over its link (one `d_model` vector per query token), plus one link latency per
+    all-reduce when `tp > 1`, s.
 
     References:
         P. Patarasuk and X. Yuan, "Bandwidth optimal all-reduce algorithms for
@@ -176,7 +177,7 @@ def allreduce_seconds(workload: Workload, chip: Chip) -> Scalar:
     """
     m, s = workload.model, workload.scenario
     tp = chip.tensor_parallel
-    message = s.batch * m.d_model * s.activation_bytes
+    message = s.batch * workload.profile.queries * m.d_model * s.activation_bytes
     ring = 2.0 * (tp - 1.0) / tp * seconds(message, chip.link_bandwidth)
     return 2.0 * m.n_layers * (chip.link_latency * jnp.clip(tp - 1.0, 0.0, 1.0) + ring)
 

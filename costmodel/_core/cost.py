@@ -30,7 +30,8 @@ class Cost(eqx.Module):
 
     Attributes:
         seconds_per_step: wall time of one decode step, s.
-        tokens_per_second: tokens per second over the whole batch.
+        tokens_per_second: tokens per second over the whole batch (each sequence
+            emits `AccessProfile.accepted` tokens per step).
         tokens_per_second_per_sequence: tokens per second seen by one sequence.
         joules_per_token: energy per generated token, all chips, J.
         power: average power per chip while decoding, W.
@@ -73,8 +74,9 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     Args:
         workload: the model and scenario.
         chip: the chip (and its tensor/pipeline-parallel system).
-        placement: `[classes, tiers]` fractions of each block class per tier (rows
-            on the simplex), soft or hard.
+        placement: `[rows, tiers]` fractions of each row of `ROWS` (a weight class
+            or a heat bucket of the KV history) per tier (rows on the simplex), soft
+            or hard.
 
     Returns:
         A `Cost`. A placement that overflows SRAM or PIM spills to DRAM; one that
@@ -130,11 +132,12 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
 
     memory_seconds = jnp.max(tier_seconds)
     bound = jnp.argmax(jnp.stack([memory_seconds, compute_seconds, serial])).astype(jnp.int32)
+    emitted = s.batch * workload.profile.accepted  # tokens per step, all sequences
     return Cost(
         seconds_per_step=seconds,
-        tokens_per_second=safe_div(s.batch, seconds),
-        tokens_per_second_per_sequence=safe_div(jnp.ones_like(seconds), seconds),
-        joules_per_token=safe_div(joules, s.batch),
+        tokens_per_second=safe_div(emitted, seconds),
+        tokens_per_second_per_sequence=safe_div(workload.profile.accepted * jnp.ones_like(seconds), seconds),
+        joules_per_token=safe_div(joules, emitted),
         power=safe_div(joules, seconds * n),
         bound=bound,
         tier_bytes=tier_bytes,

@@ -1,8 +1,11 @@
-"""Where each block class lives: a `[classes x tiers]` matrix with rows on the simplex.
+"""Where each row lives: a `[rows x tiers]` matrix with rows on the simplex.
 
-Decode attention reads every KV byte of a sequence, and a weight matmul every weight,
-so the blocks of a class are interchangeable and the fraction of a class's bytes in
-each tier is the exact continuous relaxation.
+A row is a weight class or a heat bucket of a KV history class (`ROWS`). A weight
+matmul reads every weight, and within a bucket every block is read with the same
+probability, so the blocks of a row are interchangeable and the fraction of a row's
+bytes in each tier is the exact continuous relaxation; the buckets are where blocks
+differ (the sinks and the recent history are hotter than the rest under a sparse
+profile).
 A *soft* placement comes from logits through a tempered softmax; a *hard* placement
 is whole blocks per tier that respect every capacity.
 """
@@ -14,7 +17,7 @@ from jaxtyping import Array, Float
 
 from .channels import class_stream_efficiency
 from .chip import DRAM, PIM, SRAM, TIERS, Chip
-from .traffic import IS_KV, Traffic
+from .traffic import IS_KV, Traffic, class_sum
 from .types import PerClass, PlacementMatrix, RealScalarLike
 
 
@@ -23,7 +26,8 @@ POLICIES = ("dram", "sram", "pim_kv", "pim", "greedy")
 to DRAM (an SRAM machine); KV in PIM and weights in DRAM (a PIM GPU, attention in
 memory); everything in PIM, spilling to DRAM (GEMV in memory too, as PIM-GPT and
 CENT do); and greedy, filling SRAM then PIM (KV only) then DRAM in order of bytes
-read per byte stored."""
+read per byte stored (heat per byte: a knapsack by access density, so a sparse
+profile's hot buckets go on chip first)."""
 
 
 CAPACITY_MARGIN = 1e-4
@@ -31,16 +35,16 @@ CAPACITY_MARGIN = 1e-4
 
 
 def soft_placement(
-    logits: Float[Array, "*batch classes tiers"], temperature: RealScalarLike = 1.0
-) -> Float[Array, "*batch classes tiers"]:
+    logits: Float[Array, "*batch rows tiers"], temperature: RealScalarLike = 1.0
+) -> Float[Array, "*batch rows tiers"]:
     """Rows of `softmax(logits / temperature)`: each class's fraction per tier.
 
     Args:
-        logits: `[..., classes, tiers]` unnormalised log-fractions (any batch axes).
+        logits: `[..., rows, tiers]` unnormalised log-fractions (any batch axes).
         temperature: > 0; small values approach a one-hot (hard) placement.
 
     Returns:
-        A `[..., classes, tiers]` matrix whose rows are on the simplex.
+        A `[..., rows, tiers]` matrix whose rows are on the simplex.
     """
     return jax.nn.softmax(logits / temperature, axis=-1)
 
@@ -50,14 +54,16 @@ def _blocks_per_chip(traffic: Traffic, chip: Chip) -> PerClass:
     return traffic.block_bytes / chip.n_chips
 
 
-def _evict(blocks, tier, dest, traffic, chip, value):
+def _evict(blocks, tier, dest, traffic, chip, value, whole_blocks=True):
     """Keeps the most valuable whole blocks of `tier` that fit; moves the rest out.
 
-    `blocks` is `[classes, tiers]` block counts; evicted blocks of class c go to tier
-    `dest[c]`. Classes are kept in order of value, with a cumulative sum over the
-    sorted classes, so it is jit-able and shape-stable. The budget is computed as
-    capacity minus the bytes of more valuable classes, which stays accurate in float32
+    `blocks` is `[rows, tiers]` block counts; evicted blocks of row r go to tier
+    `dest[r]`. Rows are kept in order of value, with a cumulative sum over the
+    sorted rows, so it is jit-able and shape-stable. The budget is computed as
+    capacity minus the bytes of more valuable rows, which stays accurate in float32
     even when the evicted bytes are many orders of magnitude larger than the tier.
+    With `whole_blocks=False` the last row that fits in part keeps a fraction of a block
+    too (the fractional knapsack: continuous, and differentiable, in the capacity).
     """
     per_block = _blocks_per_chip(traffic, chip)
     budget = chip.tiers.capacity[tier] * (1 - CAPACITY_MARGIN)
@@ -68,10 +74,10 @@ def _evict(blocks, tier, dest, traffic, chip, value):
     before = jnp.cumsum(held_bytes) - held_bytes
     allowed = jnp.clip(budget - before, 0.0, held_bytes)
     safe_pb = jnp.where(pb > 0, pb, 1.0)
-    # A class that fits whole keeps every block: floor(held * pb / pb) can come out
+    # A row that fits whole keeps every block: floor(held * pb / pb) can come out
     # one block short in float32.
     whole = allowed >= held_bytes
-    partial = jnp.minimum(jnp.floor(allowed / safe_pb), held)
+    partial = jnp.minimum(jnp.floor(allowed / safe_pb) if whole_blocks else allowed / safe_pb, held)
     keep = jnp.where(pb > 0, jnp.where(whole, held, partial), held)
     evicted = jnp.zeros_like(keep).at[order].set(held - keep)
     blocks = blocks.at[:, tier].add(-evicted)
@@ -96,15 +102,15 @@ def _to_fractions(blocks, traffic: Traffic) -> PlacementMatrix:
     return jnp.where(ok, frac, empty)
 
 
-def _repair(blocks, traffic: Traffic, chip: Chip, kv_to_pim: bool = False) -> PlacementMatrix:
+def _repair(blocks, traffic: Traffic, chip: Chip, kv_to_pim: bool = False, whole: bool = True) -> PlacementMatrix:
     """Evicts SRAM overflow to DRAM (KV to PIM instead with `kv_to_pim`, when the
     chip has PIM), then PIM overflow to DRAM."""
     value = _value(traffic, chip)
     is_kv = jnp.asarray(IS_KV)
     has_pim = chip.tiers.capacity[PIM] > 0
     sram_dest = jnp.where(is_kv & has_pim & kv_to_pim, PIM, DRAM)
-    blocks = _evict(blocks, SRAM, sram_dest, traffic, chip, value)
-    blocks = _evict(blocks, PIM, jnp.full(is_kv.shape, DRAM), traffic, chip, value)
+    blocks = _evict(blocks, SRAM, sram_dest, traffic, chip, value, whole)
+    blocks = _evict(blocks, PIM, jnp.full(is_kv.shape, DRAM), traffic, chip, value, whole)
     return _to_fractions(blocks, traffic)
 
 
@@ -113,13 +119,13 @@ def harden_placement(placement: PlacementMatrix, traffic: Traffic, chip: Chip) -
 
     Each class keeps the whole blocks its fractions give it in SRAM and PIM (rounded
     to nearest); the rest go to DRAM. A tier still over capacity then gives up whole
-    blocks to DRAM, the classes with the fewest bytes read per byte stored first (as
+    blocks to DRAM, the rows with the fewest bytes read per byte stored first (as
     `spill` moves a soft placement's overflow to DRAM). DRAM, the
     last tier, is not repaired: a design whose DRAM overflows is infeasible, and
     `decode_cost` reports it.
 
     Args:
-        placement: `[classes, tiers]` fractions (rows on the simplex).
+        placement: `[rows, tiers]` fractions (rows on the simplex).
         traffic: the traffic the placement is for (block counts and sizes).
         chip: the chip whose capacities must be respected.
 
@@ -134,16 +140,20 @@ def harden_placement(placement: PlacementMatrix, traffic: Traffic, chip: Chip) -
     return _repair(blocks, traffic, chip)
 
 
-def policy_placement(policy: str, traffic: Traffic, chip: Chip) -> PlacementMatrix:
+def policy_placement(policy: str, traffic: Traffic, chip: Chip, whole_blocks: bool = True) -> PlacementMatrix:
     """A hard placement following one of `POLICIES`.
 
     Args:
         policy: one of `POLICIES`.
         traffic: the workload's traffic.
         chip: the chip (its capacities bound SRAM and PIM).
+        whole_blocks: keep whole blocks in SRAM and PIM (a hard placement); False
+            fills each tier to its capacity exactly, the last row in part (the
+            fractional knapsack, whose cost is continuous in the capacities: what
+            the marginal value of capacity is differentiated through).
 
     Returns:
-        A hard `[classes, tiers]` placement.
+        A hard `[rows, tiers]` placement.
     """
     if policy not in POLICIES:
         raise ValueError(f"unknown placement policy {policy!r}; expected one of {POLICIES}")
@@ -162,7 +172,7 @@ def policy_placement(policy: str, traffic: Traffic, chip: Chip) -> PlacementMatr
     if policy == "sram":
         # An SRAM machine has no PIM: spill straight to DRAM.
         chip = chip.replace(tiers=_without_pim(chip))
-    return _repair(blocks, traffic, chip, kv_to_pim=policy == "greedy")
+    return _repair(blocks, traffic, chip, kv_to_pim=policy == "greedy", whole=whole_blocks)
 
 
 def _without_pim(chip: Chip):
@@ -180,7 +190,7 @@ def spill(placement: PlacementMatrix, traffic: Traffic, chip: Chip) -> Placement
     """What each tier really holds: SRAM and PIM keep what fits, the rest goes to DRAM.
 
     Capacity is feasible by construction for SRAM and PIM: the fraction of a tier's demand that fits is kept, uniformly
-    across classes, and the overflow goes to DRAM (as `harden_placement`'s repair
+    across rows, and the overflow goes to DRAM (as `harden_placement`'s repair
     does), so gradients stay alive when a capacity binds. A hard placement that
     respects capacities is unchanged.
     """
@@ -188,3 +198,14 @@ def spill(placement: PlacementMatrix, traffic: Traffic, chip: Chip) -> Placement
     kept = _kept(demand, chip.tiers.capacity).at[DRAM].set(1.0)
     held = placement * kept[None, :]
     return held.at[:, DRAM].add(jnp.sum(placement - held, axis=-1))
+
+
+def class_placement(placement: PlacementMatrix, traffic: Traffic) -> Float[Array, "classes tiers"]:
+    """The fraction of each class's stored bytes in each tier (`CLASSES` x `TIERS`): a
+    placement's rows summed over the heat buckets of each KV class, weighted by their
+    bytes. An empty class is reported in DRAM."""
+    stored = class_sum((placement * traffic.stored_bytes[:, None]).T).T
+    total = jnp.sum(stored, axis=-1, keepdims=True)
+    ok = total > 0
+    empty = jax.nn.one_hot(DRAM, len(TIERS), dtype=stored.dtype)
+    return jnp.where(ok, stored / jnp.where(ok, total, 1.0), empty)

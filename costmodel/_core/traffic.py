@@ -1,41 +1,65 @@
 """Lowering a workload to the memory traffic of one decode step.
 
 A decode step reads every weight the batch routes through and, for every sequence,
-its whole KV history (or its window), and writes one new token of KV per sequence
-and layer. The traffic is grouped in a fixed set of *block classes*: identical blocks
-with a count, so the shapes are the same for every model and `vmap` sweeps them.
+the part of its KV history the access profile reads (all of it, or its window, for
+dense attention), and writes one new token of KV per sequence, query and layer. The
+traffic is grouped in a fixed set of *rows*: identical blocks with a count, so the
+shapes are the same for every model and `vmap` sweeps them. A weight class is one
+row; a KV history class is `N_BUCKETS` rows of different heat (the sinks, then the
+history by age), so a placement can hold the hot part of the history on chip.
 """
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 
+from .numerics import safe_div
 from .types import PerClass
-from .workload import Workload
+from .workload import N_AGE_BUCKETS, N_BUCKETS, AccessProfile, Workload
 
 
-CLASSES = (
-    "weights.attention",
-    "weights.ffn",
-    "weights.experts",
-    "weights.head",
-    "kv.global",
-    "kv.prefix",
-    "kv.window",
-)
-"""Names of the block classes, in row order of a placement matrix."""
+WEIGHT_CLASSES = ("weights.attention", "weights.ffn", "weights.experts", "weights.head")
+"""The weight classes: one placement row each (the blocks of one are read alike)."""
 
-IS_KV = tuple(name.startswith("kv.") for name in CLASSES)
-"""Which classes are KV cache (attention state), as opposed to weights."""
+HISTORY_CLASSES = ("kv.global", "kv.prefix", "kv.window")
+"""The KV history classes, each split into `N_BUCKETS` heat buckets (placement rows):
+the private history of global layers, the prefix shared by the batch (global layers),
+and the window of sliding-window layers."""
 
-N_WEIGHT_CLASSES = IS_KV.index(True)
-"""Weight classes come first in `CLASSES`, then the KV classes."""
-N_KV_CLASSES = len(CLASSES) - N_WEIGHT_CLASSES
+CLASSES = WEIGHT_CLASSES + HISTORY_CLASSES + ("kv.idle",)
+"""Names of the block classes: weights, the KV history, and the KV of stored but idle
+conversations (one row: never read this step)."""
+
+BUCKETS = ("sinks",) + tuple(f"age{i:02d}" for i in range(N_AGE_BUCKETS))
+"""Heat buckets of a history class: the attention sinks, then the age buckets from the
+newest tokens to the oldest (`AccessProfile.edges`)."""
+
+ROWS = WEIGHT_CLASSES + tuple(f"{c}.{b}" for c in HISTORY_CLASSES for b in BUCKETS) + ("kv.idle",)
+"""Names of the rows of a placement matrix (and of every per-row `Traffic` array)."""
+
+ROW_CLASS = tuple(CLASSES.index(r if r in CLASSES else r.rsplit(".", 1)[0]) for r in ROWS)
+"""Index into `CLASSES` of each row."""
+
+IS_KV = tuple(name.startswith("kv.") for name in ROWS)
+"""Which rows are KV cache (attention state), as opposed to weights."""
+
+N_WEIGHT_CLASSES = len(WEIGHT_CLASSES)
+"""Weight rows come first in `ROWS`, then the KV rows."""
+N_ROWS = len(ROWS)
+NEWEST = 1
+"""Bucket index of the newest tokens (the first age bucket)."""
 
 WEIGHT_TILE_ROWS = 256
 """A weight block is a tile of this many rows of `d_model` weights."""
 
 KV_PAGE_TOKENS = 256
 """A KV block is a page of this many tokens of one layer of one sequence."""
+
+
+def class_sum(per_row):
+    """Sums a per-row array (last axis `ROWS`) over the rows of each of `CLASSES`."""
+    onehot = np.eye(len(CLASSES), dtype=np.float32)[np.asarray(ROW_CLASS)]
+    return jnp.asarray(per_row) @ jnp.asarray(onehot, dtype=jnp.result_type(per_row))
 
 
 class Traffic(eqx.Module):
@@ -98,14 +122,88 @@ def expert_coverage(n_experts, top_k, batch):
     return jnp.where(moe, 1.0 - jnp.clip(miss, 0.0, 1.0) ** batch, 0.0)
 
 
+def _overlap(lo, hi, *intervals):
+    """Length of `[lo, hi)` intersected with every `(a, b)` of `intervals`."""
+    for a, b in intervals:
+        lo, hi = jnp.maximum(lo, a), jnp.minimum(hi, b)
+    return jnp.maximum(hi - lo, 0.0)
+
+
+def _regions(span, context, profile: AccessProfile):
+    """Tokens per sequence of the ages `span = (lo, hi)` in each bucket, split into
+    sinks, recent tokens and the rest: three `[N_BUCKETS]` arrays."""
+    sinks = jnp.minimum(profile.sink_tokens, context)
+    oldest = context - sinks  # ages [oldest, context) are the sinks
+    recent = jnp.minimum(profile.recent_tokens + profile.recent_fraction * context, oldest)
+    edges = profile.edges
+    zero = jnp.zeros((1,), edges.dtype)
+    lower = jnp.concatenate([zero, edges])
+    upper = jnp.concatenate([edges, jnp.full((1,), jnp.inf, edges.dtype)])
+    sink = _overlap(oldest, context, span)
+    near = _overlap(lower, upper, span, (0.0, recent))
+    rest = _overlap(lower, upper, span, (recent, oldest))
+    pad = lambda first, ages: jnp.concatenate([jnp.reshape(first, (1,)), ages])
+    z = jnp.zeros_like(sink)
+    return pad(sink, jnp.zeros_like(near)), pad(z, near), pad(z, rest)
+
+
+def _selected(rest_tokens, history, profile: AccessProfile):
+    """(kept, selected) for one layer group whose history has `rest_tokens` tokens
+    beyond sinks and recent ones: the fraction of them stored (`kept_fraction` of the
+    `history`, at most all), and the probability a stored one is read this step
+    (`budget_tokens` of the stored, at most all)."""
+    want = profile.kept_fraction * history
+    kept = jnp.where(want >= rest_tokens, 1.0, safe_div(want, rest_tokens))
+    stored = kept * rest_tokens
+    budget = profile.budget_tokens
+    # Double where: an infinite budget (dense) must not reach the division.
+    small = budget < stored
+    selected = jnp.where(small, jnp.where(small, budget, 0.0) / jnp.where(small, stored, 1.0), 1.0)
+    return kept, selected
+
+
+def _union(p, n):
+    """Probability that at least one of `n` independent readers reads a block each
+    reads with probability `p`: `1 - (1 - p)**n`."""
+    # Double where: p = 1 gives 0**n, whose derivative in n is NaN.
+    some = p < 1.0
+    return jnp.where(some, 1.0 - jnp.where(some, 1.0 - p, 0.5) ** n, 1.0)
+
+
+def history_tokens(workload: Workload):
+    """Per history class and bucket, tokens of one sequence (the prefix: of the batch)
+    stored, and read per step: two `[len(HISTORY_CLASSES), N_BUCKETS]` arrays.
+
+    A shared prefix's block is read when any sequence of the batch selects it. With
+    the dense profile every token is stored and read.
+    """
+    m, s, prof = workload.model, workload.scenario, workload.profile
+    c = s.context
+    private = jnp.maximum(c - s.prefix, 0.0)
+    window = jnp.minimum(m.window, c)
+    spans = [(0.0, private), (private, c), (0.0, window)]
+    sink, near, rest = (jnp.stack(x) for x in zip(*[_regions(span, c, prof) for span in spans]))
+    rest_global = jnp.sum(rest[0]) + jnp.sum(rest[1])
+    kept_g, sel_g = _selected(rest_global, c, prof)
+    kept_w, sel_w = _selected(jnp.sum(rest[2]), window, prof)
+    kept = jnp.stack([kept_g, kept_g, kept_w])[:, None]
+    sel = jnp.stack([sel_g, sel_g, sel_w])[:, None]
+    always = sink + near
+    stored = always + kept * rest
+    read_one = always + sel * kept * rest
+    shared = jnp.stack([0.0 * sel_g, _union(sel_g, s.batch) - sel_g, 0.0 * sel_w])[:, None]
+    read = read_one + shared * kept * rest  # the prefix: read by any of the batch
+    return stored, read, read_one
+
+
 def lower_traffic(workload: Workload) -> Traffic:
-    """Lowers a workload to per-class decode traffic.
+    """Lowers a workload to per-row decode traffic.
 
     Args:
-        workload: the model and its decode scenario.
+        workload: the model, its decode scenario and its KV access profile.
 
     Returns:
-        The `Traffic` of one decode step, with one entry per class in `CLASSES`.
+        The `Traffic` of one decode step, with one entry per row in `ROWS`.
 
     Examples:
         >>> import costmodel as cm
@@ -113,56 +211,68 @@ def lower_traffic(workload: Workload) -> Traffic:
         >>> round(float(t.read_bytes.sum()) / 1e9, 2)  # GB read per step: weights + KV
         15.55
     """
-    m, s = workload.model, workload.scenario
+    m, s, prof = workload.model, workload.scenario, workload.profile
     wb, kb = s.weight_bytes, s.kv_bytes
     tile = WEIGHT_TILE_ROWS * m.d_model  # weights per weight block
     kv_el = m.kv_elements_per_token_per_layer
     page = KV_PAGE_TOKENS
+    tokens = s.batch * prof.queries  # query tokens through the weights per step
 
     attn_params = m.n_layers * m.attention_params_per_layer
     ffn_params = m.n_layers * m.dense_ffn_params_per_layer
     expert_params = m.n_layers * m.n_experts * m.ffn_params_per_expert
     head_stored = (2 - m.tied_embeddings) * m.vocab * m.d_model
     head_read = m.vocab * m.d_model
-    coverage = expert_coverage(m.n_experts, m.top_k, s.batch)
+    coverage = expert_coverage(m.n_experts, m.top_k, tokens)
 
-    private = jnp.maximum(s.context - s.prefix, 0.0)
-    window = jnp.minimum(m.window, s.context)
+    stored, read, read_one = history_tokens(workload)  # [3, N_BUCKETS] per sequence
+    # Sequences and layers per history class: the prefix is stored once for the batch.
+    layers = jnp.stack([m.n_global_layers, m.n_global_layers, m.n_sliding_layers])[:, None]
+    copies = jnp.stack([s.batch, jnp.ones_like(s.batch), s.batch])[:, None]
+    kv_count = layers * copies * stored / page
+    kv_reads = jnp.where(stored > 0, safe_div(read, stored), 1.0)
     # QK^T and softmax(.)V: 2 FLOPs per multiply-add, two matmuls, per query head.
     attn_flops_per_token = 4 * m.n_heads * m.head_dim
-    new_kv = s.batch * kv_el * kb  # one new token of KV per sequence and layer
+    kv_flops = attn_flops_per_token * tokens * layers * read_one
+    new_kv = tokens * kv_el * kb  # one new token of KV per query and layer
+    # A paged cache appends the new token to a page of the class, wherever its pages
+    # are: the writes follow the class's stored bytes (the newest bucket, if none).
+    total = jnp.sum(stored, axis=-1, keepdims=True)
+    newest = jnp.asarray(np.eye(N_BUCKETS, dtype=np.float32)[NEWEST], stored.dtype)
+    share = jnp.where(total > 0, stored / jnp.where(total > 0, total, 1.0), newest)
+    kv_writes = jnp.stack([m.n_global_layers, 0.0 * new_kv, m.n_sliding_layers])[:, None] * new_kv * share
+    per_token = m.n_kv_heads * m.head_dim * kb
+    # One attention kernel reads a layer's shared prefix and private history together
+    # (a paged cache), so both classes take the size of the two: what it reads.
+    global_kernel = (s.batch * jnp.sum(read[0]) + jnp.sum(read[1])) * per_token
+    window_kernel = s.batch * jnp.sum(read[2]) * per_token
+    kv_kernel = jnp.stack([global_kernel, global_kernel, window_kernel])[:, None] * jnp.ones_like(stored)
+    idle_count = prof.idle_sequences * s.batch * jnp.sum(layers[::2, 0] * jnp.sum(stored[::2], axis=-1)) / page
 
-    count = jnp.stack(
-        [
-            attn_params / tile,
-            ffn_params / tile,
-            expert_params / tile,
-            head_stored / tile,
-            m.n_global_layers * s.batch * private / page,
-            m.n_global_layers * s.prefix / page,
-            m.n_sliding_layers * s.batch * window / page,
-        ]
+    def rows(weights, kv, idle):
+        return jnp.concatenate([jnp.stack(weights), jnp.reshape(kv, (-1,)), jnp.reshape(idle, (1,))])
+
+    zero, one = jnp.zeros_like(wb), jnp.ones_like(wb)
+    count = rows(
+        [attn_params / tile, ffn_params / tile, expert_params / tile, head_stored / tile], kv_count, idle_count
     )
-    block_bytes = jnp.stack([tile * wb] * N_WEIGHT_CLASSES + [page * kv_el * kb] * N_KV_CLASSES)
-    head_reads = head_read / head_stored
-    reads = jnp.stack([jnp.ones_like(wb), jnp.ones_like(wb), coverage, head_reads])
-    reads = jnp.concatenate([reads, jnp.ones((N_KV_CLASSES,), reads.dtype)])
-    zero = jnp.zeros_like(wb)
-    writes = jnp.stack([zero, zero, zero, zero, m.n_global_layers * new_kv, zero, m.n_sliding_layers * new_kv])
-    flops = jnp.stack(
+    kv_block = page * kv_el * kb
+    block_bytes = rows([tile * wb] * N_WEIGHT_CLASSES, kv_block * jnp.ones_like(stored), kv_block)
+    reads = rows([one, one, coverage, head_read / head_stored], kv_reads, zero)
+    writes = rows([zero] * N_WEIGHT_CLASSES, kv_writes, zero)
+    flops = rows(
         [
-            2 * s.batch * attn_params,
-            2 * s.batch * ffn_params,
-            jnp.where(m.n_experts > 0, 2 * s.batch * m.top_k * m.n_layers * m.ffn_params_per_expert, 0.0),
-            2 * s.batch * head_read,
-            attn_flops_per_token * s.batch * private * m.n_global_layers,
-            attn_flops_per_token * s.batch * s.prefix * m.n_global_layers,
-            attn_flops_per_token * s.batch * window * m.n_sliding_layers,
-        ]
+            2 * tokens * attn_params,
+            2 * tokens * ffn_params,
+            jnp.where(m.n_experts > 0, 2 * tokens * m.top_k * m.n_layers * m.ffn_params_per_expert, 0.0),
+            2 * tokens * head_read,
+        ],
+        kv_flops,
+        zero,
     )
     wp = s.weight_precision.astype(wb.dtype)
     kp = s.kv_precision.astype(wb.dtype)
-    precision = jnp.stack([wp, wp, wp, wp, kp, kp, kp])
+    precision = rows([wp] * N_WEIGHT_CLASSES, kp * jnp.ones_like(stored), kp)
 
     # One kernel's operand: a weight matrix, or a layer's K (or V) for the batch.
     q_o = m.d_model * m.n_heads * m.head_dim * wb
@@ -171,18 +281,5 @@ def lower_traffic(workload: Workload) -> Traffic:
     # dense model always has both kinds, so the logs are of positive sizes).
     attention = jnp.exp((q_o * jnp.log(q_o) + k_v * jnp.log(k_v)) / (q_o + k_v))
     matrix = m.d_model * m.d_ff * wb
-    per_token = m.n_kv_heads * m.head_dim * kb
-    kernel_bytes = jnp.stack(
-        [
-            attention,
-            matrix,
-            matrix,
-            m.vocab * m.d_model * wb,
-            # One attention kernel reads a layer's shared prefix and private history
-            # together (a paged cache), so both classes take the size of the two.
-            (s.batch * private + s.prefix) * per_token,
-            (s.batch * private + s.prefix) * per_token,
-            s.batch * window * per_token,
-        ]
-    )
+    kernel_bytes = rows([attention, matrix, matrix, m.vocab * m.d_model * wb], kv_kernel, kv_block)
     return Traffic(count, block_bytes, reads, writes, flops, precision, kernel_bytes)

@@ -6,6 +6,8 @@ over model sizes, batches and formats without recompiling. Only names are static
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float
 
 from .types import IntScalarLike, RealScalarLike, Scalar
 
@@ -176,8 +178,96 @@ class Scenario(eqx.Module):
         self.activation_bytes = f(activation_bytes)
 
 
+AGE_EDGES = tuple(256.0 * 2.0**i for i in range(14))
+"""Default interior edges of the age buckets, in tokens of age (0 is the newest token):
+one KV page (256 tokens), then doubling to 2^21, so the buckets are `[0, 256)`,
+`[256, 512)`, ..., `[2^21, inf)`. Log-spaced: the recent history, where windows and
+recency rules cut, is resolved finely; a 128k history needs 10 of the 15 buckets."""
+
+N_AGE_BUCKETS = len(AGE_EDGES) + 1
+N_BUCKETS = N_AGE_BUCKETS + 1
+"""Heat buckets per KV class: the attention sinks (the sequence's first tokens), then
+the age buckets (a static count, so every model and profile has the same shapes)."""
+
+
+class AccessProfile(eqx.Module):
+    """Which part of the KV history a decode step stores and reads, and how often.
+
+    The history of a sequence (per layer group: all of it for global layers, the
+    window for sliding ones) is split into the attention *sinks* (its first
+    `sink_tokens`), the *recent* tokens (the newest `recent_tokens +
+    recent_fraction x context`) and the *rest*. Sinks and recent tokens are stored and
+    read every step. Of the rest, a `kept_fraction` of the history is stored (the
+    others are evicted: heavy-hitter retention) and `budget_tokens` of what is stored
+    are read per step, each stored token selected with the same probability (top-k
+    page selection). Every number is a differentiable leaf.
+
+    Attributes:
+        sink_tokens: first tokens of each sequence, always kept and read
+            (StreamingLLM's attention sinks), tokens.
+        recent_tokens: newest tokens always kept and read (a window), tokens.
+        recent_fraction: further newest tokens, as a fraction of the context.
+        kept_fraction: tokens of the rest kept, as a fraction of the context (1:
+            nothing evicted; 0: only sinks and recent tokens are stored), in [0, 1].
+        budget_tokens: tokens of the kept rest read per step per sequence (inf: all
+            of them, dense attention), tokens.
+        idle_sequences: stored conversations per active sequence whose KV is kept
+            (multi-turn or prefix caching across requests) but not read this step:
+            capacity without bandwidth. Each holds a private history as long as an
+            active sequence's.
+        queries: query tokens per sequence that share each KV read (speculative
+            decoding verifies its draft tokens and one more in one step), >= 1.
+        accepted: tokens each sequence emits per step, in `[1, queries]` (the
+            expected accepted draft tokens plus one for speculative decoding).
+        edges: `[N_AGE_BUCKETS - 1]` interior edges of the age buckets, tokens of
+            age, non-decreasing (`inf` for unused buckets).
+    """
+
+    sink_tokens: Scalar
+    recent_tokens: Scalar
+    recent_fraction: Scalar
+    kept_fraction: Scalar
+    budget_tokens: Scalar
+    idle_sequences: Scalar
+    queries: Scalar
+    accepted: Scalar
+    edges: Float[Array, " edges"]
+
+    def __init__(
+        self,
+        *,
+        sink_tokens: RealScalarLike = 0,
+        recent_tokens: RealScalarLike = 0,
+        recent_fraction: RealScalarLike = 0,
+        kept_fraction: RealScalarLike = 1,
+        budget_tokens: RealScalarLike = float("inf"),
+        idle_sequences: RealScalarLike = 0,
+        queries: RealScalarLike = 1,
+        accepted: RealScalarLike = 1,
+        edges: ArrayLike = AGE_EDGES,
+    ):
+        f = lambda x: jnp.asarray(x, dtype=float)
+        self.sink_tokens = f(sink_tokens)
+        self.recent_tokens = f(recent_tokens)
+        self.recent_fraction = f(recent_fraction)
+        self.kept_fraction = f(kept_fraction)
+        self.budget_tokens = f(budget_tokens)
+        self.idle_sequences = f(idle_sequences)
+        self.queries = f(queries)
+        self.accepted = f(accepted)
+        self.edges = f(edges)
+        if np.shape(self.edges)[-1:] != (N_AGE_BUCKETS - 1,):
+            raise ValueError(f"edges: expected {N_AGE_BUCKETS - 1} age edges, got shape {np.shape(self.edges)}")
+
+
 class Workload(eqx.Module):
-    """A model decoded at a scenario."""
+    """A model decoded at a scenario, with an access profile of its KV history."""
 
     model: Model
     scenario: Scenario
+    profile: AccessProfile
+
+    def __init__(self, model: Model, scenario: Scenario, profile: AccessProfile | None = None):
+        self.model = model
+        self.scenario = scenario
+        self.profile = AccessProfile() if profile is None else profile

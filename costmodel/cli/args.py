@@ -46,15 +46,21 @@ def positive_number(text: str) -> float:
 
 
 def add_scenario_args(p: argparse.ArgumentParser) -> None:
-    """`--batch`, `--context`, `--prefix`, `--weights` and `--kv`: one decode scenario."""
+    """`--batch`, `--context`, `--prefix`, `--weights`, `--kv` and `--profile`: one decode
+    scenario and the access profile of its KV history."""
     p.add_argument("--batch", type=positive_number, default=1, help="sequences per step (default 1)")
     p.add_argument("--context", type=nonneg_number, default=4096, help="tokens in each KV cache (default 4096)")
     p.add_argument("--prefix", type=nonneg_number, default=0, help="shared-prefix tokens, read once per step")
     p.add_argument("--weights", default="bf16", help="weight format (see `costmodel presets`)")
     p.add_argument("--kv", default="bf16", help="KV-cache format")
+    p.add_argument(
+        "--profile",
+        default="dense",
+        help="KV access profile: a preset id (dense, window-sinks, topk, ...; `costmodel presets`) or a TOML path",
+    )
 
 
-SCENARIO_ARGS = ("batch", "context", "prefix", "weights", "kv")
+SCENARIO_ARGS = ("batch", "context", "prefix", "weights", "kv", "profile")
 """The destinations `add_scenario_args` adds: keyword arguments of `evaluate` and `build_problem`."""
 
 

@@ -27,6 +27,12 @@ def add_commands(sub) -> None:
         "--mode", default="peak", choices=("peak", "sustained"), help="full clock, or clock lowered to the power cap"
     )
     p.add_argument("--plot", default=None, metavar="OUT.png", help="write a roofline and time-breakdown plot")
+    p.add_argument(
+        "--history-plot",
+        default=None,
+        metavar="OUT.png",
+        help="write step time and J/token against SRAM capacity (hot history filled first), knee marked",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_evaluate)
 
@@ -93,10 +99,18 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         record["within_power_cap"] = bool(s.within_cap)
     record["mode"] = mode
     record["power_cap_watts_per_chip"] = float(e.chip.power_cap)
+    from ..explain.history import hot_history
+
+    record["history"] = hot_history(e.workload, e.chip, e.placement)
     if getattr(args, "plot", None):
         from ..report.roofline import roofline_plot
 
         roofline_plot(e, args.plot, title=f"{record['model']} on {record['chip']} ({mode})")
+    if getattr(args, "history_plot", None):
+        from ..report.history_plot import history_plot
+
+        curve = history_plot(e, args.history_plot)
+        record["history"]["sram_knee_bytes_per_chip"] = curve.knee
     if args.json:
         print(dumps(record))
     else:
@@ -132,4 +146,18 @@ def _print_evaluation(r: dict[str, Any]) -> None:
     t.add_row("compute", si(c["flops"], "FLOP"), si(c["seconds"], "s"), si(c["joules"], "J"), "")
     t.add_row("serial (latency, launch, links)", "", si(b["serial_seconds"], "s"), "", "")
     t.add_row("static", "", "", si(b["static_joules"], "J"), "")
+    console.print(t)
+    h = r["history"]
+    t = Table("KV history", "value", title=f"hot history (profile {r['profile']})")
+    t.add_row("KV stored / read per step", f"{si(h['kv_stored_bytes'], 'B')} / {si(h['kv_read_bytes'], 'B')}")
+    t.add_row("KV reads served on chip (SRAM + PIM), as placed", f"{h['on_chip_read_share']:.1%}")
+    for share, need in h["capacity_for_share"].items():
+        t.add_row(f"on-chip bytes per chip for {float(share):.0%} of KV reads", si(need, "B"))
+    t.add_row("SRAM + PIM per chip", si(h["onchip_capacity_bytes_per_chip"], "B"))
+    t.add_row(
+        "one more MB of SRAM (filled by access density)",
+        f"{h['marginal_seconds_per_byte'] * 1e12:+.4g} µs/step, {h['marginal_joules_per_token_per_byte'] * 1e9:+.4g} mJ/token",
+    )
+    if "sram_knee_bytes_per_chip" in h:
+        t.add_row("knee of step time against SRAM capacity", si(h["sram_knee_bytes_per_chip"], "B"))
     console.print(t)

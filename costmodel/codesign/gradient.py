@@ -24,7 +24,7 @@ import optax
 from .._core.area import AREA_PARTS
 from .._core.chip import TIERS
 from .._core.placement import POLICIES, harden_placement, soft_placement
-from .._core.traffic import CLASSES, IS_KV, lower_traffic
+from .._core.traffic import IS_KV, ROWS, lower_traffic
 from .grid import _policy_at
 from .problem import Problem, design_chip, evaluate_design
 from .result import Result, status_of
@@ -169,7 +169,7 @@ ask SRAM or PIM for data give those parts' areas a gradient from the first step.
 def _starts(problem: Problem, restarts: int, seed: int) -> _Params:
     """Diverse starting points (`_STARTS`) plus Gaussian noise."""
     key_a, key_p = jax.random.split(jax.random.key(seed))
-    shape = (problem.n_points, len(CLASSES), len(TIERS))
+    shape = (problem.n_points, len(ROWS), len(TIERS))
     area = 0.3 * jax.random.normal(key_a, (restarts, len(AREA_PARTS)))
     placement = 0.3 * jax.random.normal(key_p, (restarts, *shape))
     is_kv = np.asarray(IS_KV)

@@ -21,8 +21,8 @@ from .._core.cost import Cost, decode_cost
 from .._core.economics import Economics, token_cost
 from .._core.power import sustained_cost
 from .._core.traffic import lower_traffic
-from .._core.workload import Workload
-from ..evaluation import MAX_SYSTEM_CHIPS
+from .._core.workload import AccessProfile, Workload
+from ..evaluation import MAX_SYSTEM_CHIPS, resolve_profile
 from ..io import InputError, chip_info, economics_preset, load_mix, load_model, make_scenario, tech_preset
 
 
@@ -180,9 +180,11 @@ def mix_workloads(
     prefix: float = 0,
     weights: str = "bf16",
     kv: str = "bf16",
+    profile: str | AccessProfile = "dense",
 ) -> list[tuple[str, Workload, float]]:
     """(name, workload, weight) per mix point: those of a workload-mix TOML (`[[workloads]]`
-    as `data/workloads.toml`), or, with `mix=None`, the one point `model` at the scenario.
+    as `data/workloads.toml`), or, with `mix=None`, the one point `model` at the scenario;
+    every point's KV history follows `profile` (checked against each point's context).
 
     Raises:
         InputError: for a mix file, model or number format that cannot be read.
@@ -201,13 +203,14 @@ def mix_workloads(
                         kv=pt.kv,
                         where=pt.name,
                     ),
+                    resolve_profile(profile, pt.context)[1],
                 ),
                 pt.weight,
             )
             for pt in load_mix(mix)
         ]
     scenario = make_scenario(batch=batch, context=context, prefix=prefix, weights=weights, kv=kv)
-    return [(model, Workload(load_model(model), scenario), 1.0)]
+    return [(model, Workload(load_model(model), scenario, resolve_profile(profile, context)[1]), 1.0)]
 
 
 def design_system_chips(stored: float, tech: Technology, n_stacks: int, chips: int | None = None) -> int:
@@ -254,6 +257,7 @@ def build_problem(
     system: str = "h100-sxm",
     objective: str = "latency",
     power_cap: float | None = None,
+    profile: str | AccessProfile = "dense",
 ) -> tuple[Problem, list[str]]:
     """The co-design problem for a model (or a mix) on a die budget, from names and numbers.
 
@@ -261,6 +265,8 @@ def build_problem(
         model, batch, context, prefix, weights, kv: the one mix point, when `mix` is None
             (tokens; number formats by name).
         mix: a workload-mix TOML instead of one point.
+        profile: the KV access profile of every point (a preset id, a TOML path or an
+            `AccessProfile`), an input like the batch and the context.
         area: die area budget, m².
         tech: technology node (`data/tech.toml`); it also prices the cost objective.
         n_stacks: HBM stacks per chip.
@@ -276,7 +282,9 @@ def build_problem(
         InputError: an unknown preset or unreadable file, an area that does not cover the
             fixed I/O and PHYs, or a mix that no system of at most `MAX_SYSTEM_CHIPS` holds.
     """
-    points = mix_workloads(mix, model=model, batch=batch, context=context, prefix=prefix, weights=weights, kv=kv)
+    points = mix_workloads(
+        mix, model=model, batch=batch, context=context, prefix=prefix, weights=weights, kv=kv, profile=profile
+    )
     technology = tech_preset(tech)
     fixed = float(fixed_area(technology, n_stacks))
     if area <= fixed:

@@ -6,12 +6,14 @@ import dataclasses
 from collections.abc import Sequence
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .._core.area import AREA_PARTS, area_split, fixed_area
 from .._core.chip import TIERS
-from .._core.traffic import CLASSES
+from .._core.placement import class_placement
+from .._core.traffic import CLASSES, lower_traffic
 from .._core.workload import BITS16
 from .problem import Problem, design_chip
 
@@ -29,7 +31,7 @@ class Result:
     """A design and what it cost to find."""
 
     area_logits: np.ndarray
-    placements: np.ndarray  # [points, classes, tiers], hard
+    placements: np.ndarray  # [points, rows, tiers], hard
     objective: float  # of the hard design
     soft_objective: float  # before hardening
     status: DesignStatus  # an item of `DesignStatus` (as equinox annotates them)
@@ -71,11 +73,12 @@ def describe(problem: Problem, result: Result, names: Sequence[str]) -> dict:
         },
         "peak_flops_16bit": float(chip.peak_flops[BITS16]),
         "tiers": tiers,
-        "placement": {
-            name: {
-                cls: {tier: float(result.placements[k, i, j]) for j, tier in enumerate(TIERS)}
-                for i, cls in enumerate(CLASSES)
-            }
-            for k, name in enumerate(names)
-        },
+        "placement": {name: _class_placement(problem, result, k) for k, name in enumerate(names)},
     }
+
+
+def _class_placement(problem: Problem, result: Result, k: int) -> dict:
+    """Mix point `k`'s hard placement per class (heat buckets summed by their bytes)."""
+    workload = jax.tree.map(lambda x: x[k], problem.workloads)
+    by_class = class_placement(jnp.asarray(result.placements[k]), lower_traffic(workload))
+    return {cls: {tier: float(by_class[i, j]) for j, tier in enumerate(TIERS)} for i, cls in enumerate(CLASSES)}

@@ -67,20 +67,22 @@ def answers(r: dict[str, Any]) -> list[str]:
 
     # 3. Is on-chip storage big enough for the hot KV history?
     kv, oncap = r["kv_bytes_per_chip"], r["onchip_capacity_bytes_per_chip"]
+    h = r["history"]
     cap_e = e["capacity.sram"] + e["capacity.pim"]
-    if kv <= 0:
-        out.append("On-chip storage: there is no KV history at this scenario.")
+    if kv <= 0 or h["kv_read_bytes"] <= 0:
+        out.append("On-chip storage: there is no KV history read at this scenario.")
     else:
+        need = h["capacity_for_share"]["0.9"]
+        fits = need <= oncap
         out.append(
-            f"On-chip storage: the KV history is {kv / 1e9:.3g} GB per chip against {oncap / 1e9:.3g} GB of SRAM "
-            f"and PIM; {_pct(r['kv_share_on_chip'])} of it is held on-chip or in PIM"
-            + (
-                ", so the hot history fits."
-                if r["kv_share_on_chip"] > 0.99
-                else f", so it does not fit (elasticity of time to on-chip capacity {cap_e:+.2f}"
-                + ("; this system's placement does not use SRAM or PIM" if r["policy"] == "dram" else "")
-                + ")."
-            )
+            f"On-chip storage: the KV history is {kv / 1e9:.3g} GB per chip; its hottest {need / 1e9:.3g} GB serve "
+            f"90% of a step's KV reads, against {oncap / 1e9:.3g} GB of SRAM and PIM"
+            + (", so the hot history fits" if fits else ", so the hot history does not fit")
+            + f"; as placed, {_pct(h['on_chip_read_share'])} of the KV reads are served on chip"
+            + ("" if fits else f" (elasticity of time to on-chip capacity {cap_e:+.2f})")
+            + ("; this system's placement does not use SRAM or PIM" if r["policy"] == "dram" else "")
+            + f". One more MB of SRAM filled by access density would change the step time by "
+            f"{h['marginal_seconds_per_byte'] * 1e6 * 1e6:+.3g} µs."
         )
 
     # 4. Does the gain come from removing the structural bottleneck?

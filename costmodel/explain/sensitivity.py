@@ -27,6 +27,7 @@ from .._core.traffic import IS_KV, lower_traffic
 from .._core.workload import Workload
 from .cascade import _cascade, _wishes
 from .design import AreaDesign
+from .history import hot_history
 from .questions import answers
 
 
@@ -243,5 +244,6 @@ def explain(
         "die_usd": _f(money_peak.die_usd),
         "cost_peak": money(money_peak),
         "cost_sustained": money(money_sus),
+        "history": hot_history(workload, chip, placement),
     }
     return Explanation(record, answers(record))

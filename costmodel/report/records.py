@@ -10,7 +10,8 @@ import numpy as np
 
 from .._core.chip import TIERS
 from .._core.cost import BOUNDS
-from .._core.traffic import CLASSES
+from .._core.placement import class_placement
+from .._core.traffic import CLASSES, lower_traffic
 from ..evaluation import Evaluation
 
 
@@ -32,7 +33,8 @@ def cost_record(e: Evaluation) -> dict[str, Any]:
         "serial_seconds": f(c.serial_seconds),
         "static_joules": f(c.static_joules),
     }
-    placement = {cls: {tier: f(e.placement[i, j]) for j, tier in enumerate(TIERS)} for i, cls in enumerate(CLASSES)}
+    by_class = class_placement(e.placement, lower_traffic(e.workload))
+    placement = {cls: {tier: f(by_class[i, j]) for j, tier in enumerate(TIERS)} for i, cls in enumerate(CLASSES)}
     s = e.workload.scenario
     return {
         "model": e.model_name,
@@ -43,6 +45,7 @@ def cost_record(e: Evaluation) -> dict[str, Any]:
         "batch": f(s.batch),
         "context": f(s.context),
         "prefix": f(s.prefix),
+        "profile": e.profile_name,
         "seconds_per_step": f(c.seconds_per_step),
         "tokens_per_second": f(c.tokens_per_second),
         "tokens_per_second_per_sequence": f(c.tokens_per_second_per_sequence),

@@ -16,7 +16,7 @@ from .._core import channels as ch
 from .._core.chip import DRAM, PIM, SRAM, TIERS, Chip
 from .._core.cost import BOUNDS
 from .._core.numerics import safe_div
-from .._core.traffic import CLASSES, lower_traffic
+from .._core.traffic import CLASSES, class_sum, lower_traffic
 from .._core.types import RealScalarLike
 from ..evaluation import Evaluation
 
@@ -111,20 +111,20 @@ def roofline_plot(evaluation: Evaluation, path: str | Path, title: str = "") -> 
         else:
             label = f"{t} {bw[i] / 1e12:.3g} TB/s"
         ax.plot(x, np.asarray(roof), "-", color=colors[t], lw=1.2, label=label)
-    held = np.asarray(e.placement, dtype=float)
-    intensity = np.asarray(traffic.intensity, dtype=float)
-    read = np.asarray(traffic.read_bytes, dtype=float)
-    # Each class through the channels as placed, with its own compute rate and
-    # small-kernel stream efficiency.
-    rates = attainable_flops(
-        chip,
-        e.placement,
-        traffic.read_bytes + traffic.writes,
-        traffic.flops,
-        ch.class_flop_rates(e.workload, traffic, chip),
-        ch.class_stream_efficiency(traffic, chip),
-    )
+    # Each class (its rows summed: the heat buckets of a KV class) through the channels
+    # as placed, with its own compute rate and small-kernel stream efficiency.
+    moved_rows = traffic.read_bytes + traffic.writes
+    row_rates = ch.class_flop_rates(e.workload, traffic, chip)
+    row_eff = ch.class_stream_efficiency(traffic, chip)
+    moved = class_sum(moved_rows)
+    flops_c = class_sum(traffic.flops)
+    held = np.asarray(safe_div(class_sum((e.placement * moved_rows[:, None]).T).T, moved[:, None]), dtype=float)
+    rate_c = safe_div(flops_c, class_sum(safe_div(traffic.flops, row_rates)))
+    eff_c = safe_div(moved, class_sum(safe_div(moved_rows, row_eff)))
+    rates = attainable_flops(chip, held, moved, flops_c, rate_c, jnp.where(moved > 0, eff_c, 1.0))
     rates = np.asarray(rates, dtype=float)
+    read = np.asarray(class_sum(traffic.read_bytes), dtype=float)
+    intensity = np.asarray(safe_div(flops_c, class_sum(traffic.read_bytes)), dtype=float)
     for c, name in enumerate(CLASSES):
         if read[c] <= 0 or intensity[c] <= 0:
             continue

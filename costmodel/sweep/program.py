@@ -24,9 +24,10 @@ from .._core.chip import Chip
 from .._core.cost import BOUNDS, decode_cost
 from .._core.placement import POLICIES
 from .._core.traffic import lower_traffic
-from .._core.workload import Model, Scenario, Workload
+from .._core.workload import AccessProfile, Model, Scenario, Workload
 from ..evaluation import ALL_TIERS, FAST_TIERS, size_system, system_placement, tier_mask
 from ..io import InputError, chip_info, formats, load_model, tech_preset
+from ..io.profiles import profile_info
 from ._arrow import pyarrow
 from .sampling import latin_hypercube
 from .spec import CHIP_FIELDS, CHOICES, SweepSpec
@@ -145,6 +146,8 @@ class Sweep:
         self.choices: dict[str, tuple[str, ...]] = {n: self._choices(n) for n in CHOICES}
         models = [load_model(m) for m in self.choices["model"]]
         self._models = models[0] if len(models) == 1 else _stack(models)
+        profiles = [profile_info(p).profile for p in self.choices["profile"]]
+        self._profiles = profiles[0] if len(profiles) == 1 else _stack(profiles)
         fmt_names = sorted(set(self.choices["weights"]) | set(self.choices["kv"]))
         table = formats()
         self._fmt_index = {n: i for i, n in enumerate(fmt_names)}
@@ -253,7 +256,11 @@ class Sweep:
             weight_precision=fp[wi],
             kv_precision=fp[ki],
         )
-        workload = Workload(model, scenario)
+        profile: AccessProfile = pick(self._profiles, "profile")
+        for name in [n for n in spec.names if n.startswith("profile.")]:
+            field = name.removeprefix("profile.")
+            profile = eqx.tree_at(lambda pr, field=field: getattr(pr, field), profile, num(name))
+        workload = Workload(model, scenario, profile)
         valid = scenario.prefix <= scenario.context
         out: dict[str, jax.Array] = {}
 

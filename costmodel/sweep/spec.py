@@ -25,7 +25,9 @@ ids), `batch`, `context`, `prefix` (tokens), `weights`, `kv` (formats by name),
 `placement` (a policy; by default each chip's own), `chips` (system size, a whole
 number or "auto": the fewest that fit, as `costmodel evaluate` sizes it), `area.*`
 (an area split: `area.node`, `area.budget_mm2`, `area.sram` and `area.pim` as
-fractions of the area left after I/O, the rest being compute, ...) and `chip.<field>`
+fractions of the area left after I/O, the rest being compute, ...), `profile` (a KV
+access profile: preset ids or profile TOML paths) and `profile.<field>` (one of its
+numbers, e.g. `profile.budget_tokens`), and `chip.<field>`
 overrides applied last (`chip.peak_flops` sets every precision, `chip.peak_flops.8`
 one of them; `chip.tiers.capacity.sram` one tier).
 """
@@ -51,6 +53,7 @@ from .._core.placement import POLICIES
 from .._core.workload import PRECISIONS
 from ..evaluation import MAX_SYSTEM_CHIPS
 from ..io import KINDS, InputError, chip_info, chip_leaf_kinds, data_dir, formats, load_model, load_toml, tech_nodes
+from ..io.profiles import profile_info
 from .sampling import MAX_CONFIGS
 
 
@@ -70,7 +73,7 @@ _NUMBER_KINDS: dict[str, tuple[str, Callable[[float], bool]]] = {
 _WHOLE = ("count", "wholenonneg")
 """Kinds that take lists only (a range would give fractional values)."""
 
-CHOICES = ("model", "chip", "weights", "kv", "placement", "area.node")
+CHOICES = ("model", "chip", "weights", "kv", "profile", "placement", "area.node")
 """Parameters whose values are names."""
 
 PARAMETERS: dict[str, str] = {
@@ -88,8 +91,15 @@ PARAMETERS: dict[str, str] = {
     "area.kernel_overhead_us": "nonneg",
     "area.overlap": "overlap",
     "area.max_chips": "count",
+    "profile.sink_tokens": "nonneg",
+    "profile.recent_tokens": "nonneg",
+    "profile.recent_fraction": "unit",
+    "profile.kept_fraction": "unit",
+    "profile.budget_tokens": "nonneg",
+    "profile.idle_sequences": "nonneg",
 }
-"""Numeric parameters (besides `chip.*`) and their kinds. Units: tokens; mm², W, µs."""
+"""Numeric parameters (besides `chip.*`) and their kinds. Units: tokens; mm², W, µs.
+A `profile.*` field overrides that field of the `profile` (an `AccessProfile`)."""
 
 
 def _area_defaults() -> dict[str, Any]:
@@ -124,6 +134,7 @@ _BASE_DEFAULTS: dict[str, Any] = {
     "prefix": 0.0,
     "weights": "bf16",
     "kv": "bf16",
+    "profile": "dense",
     "chips": "auto",
 }
 
@@ -275,10 +286,10 @@ class SweepSpec:
         return self.base.get(name)
 
     def input_files(self) -> list[str]:
-        """The spec's own file and the model and chip files it names (presets are not
+        """The spec's own file and the model, chip and profile files it names (presets are not
         files), in that order: what a record of the sweep's inputs should hash."""
         own = []
-        for name in ("model", "chip"):
+        for name in ("model", "chip", "profile"):
             v = self.value(name)
             values = v.values if isinstance(v, Axis) else (() if v is None else (v,))
             own += [x for x in values or () if Path(x).suffix in (".json", ".toml")]
@@ -335,6 +346,8 @@ def _check_choice(value: Any, name: str, where: str) -> str:
         elif name in ("weights", "kv"):
             if value not in formats():
                 raise InputError(f"unknown format; expected one of {sorted(formats())}")
+        elif name == "profile":
+            profile_info(value)
         elif name == "placement":
             if value not in POLICIES:
                 raise InputError(f"unknown placement policy; expected one of {list(POLICIES)}")
