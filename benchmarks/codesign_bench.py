@@ -1,9 +1,10 @@
 """Co-design against the grid baseline on four workloads (issue 4's table).
 
-Run: `python benchmarks/codesign_bench.py [--seeds 0 1 2] [--out benchmarks/codesign_results.json]`.
+Run: `python benchmarks/codesign_bench.py [--seeds 0 1 2] [--profile topk] [--grid-step 0.02]
+[--workloads 0 1] [--out benchmarks/codesign_results.json]`.
 
 Each row is what `costmodel optimize --model M --batch B --context L --weights F --kv F
---area-mm2 814 --tech N5 --seed S` computes (`codesign.build_problem` and
+--area-mm2 814 --tech N5 --seed S --profile P` computes (`codesign.build_problem` and
 `report.codesign.codesign_report`: latency objective, 6 restarts x 50 Adam steps, then
 the policy polish), against the 2% simplex grid with the best of the five placement
 policies at each point.
@@ -27,19 +28,23 @@ WORKLOADS = [
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
+    p.add_argument("--profile", default="dense", help="KV access profile of every workload (data/profiles.toml)")
+    p.add_argument("--grid-step", type=float, default=0.02, help="simplex step of the grid baseline")
+    p.add_argument("--workloads", type=int, nargs="+", default=None, help="indices into WORKLOADS (default all)")
     p.add_argument("--out", default=None)
     args = p.parse_args()
+    chosen = [WORKLOADS[i] for i in args.workloads] if args.workloads is not None else WORKLOADS
     rows = []
     print(
         "| workload | seed | chips | ours (s/step) | grid (s/step) | gap | soft→hard | evaluations ours / grid | ratio | seconds ours / grid | polished by | area compute/SRAM/PIM mm² (ours) | (grid) |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for seed in args.seeds:
-        for model, batch, context, fmt in WORKLOADS:
+        for model, batch, context, fmt in chosen:
             problem, names = build_problem(
-                model, batch=batch, context=context, weights=fmt, kv=fmt, area=814e-6, tech="N5"
+                model, batch=batch, context=context, weights=fmt, kv=fmt, area=814e-6, tech="N5", profile=args.profile
             )
-            r = codesign_report(problem, names, seed=seed)
+            r = codesign_report(problem, names, seed=seed, grid_step=args.grid_step)
             a, b = r["design"]["area_mm2"], r["baseline"]["design"]["area_mm2"]
             row = {
                 "model": model,
@@ -47,6 +52,8 @@ def main():
                 "context": context,
                 "format": fmt,
                 "seed": seed,
+                "profile": args.profile,
+                "grid_step": args.grid_step,
                 **{
                     k: r[k]
                     for k in (

@@ -50,11 +50,13 @@ from ._core.power import (
 )
 from ._core.traffic import (
     BUCKETS as BUCKETS,
+    CLASS_IS_KV as CLASS_IS_KV,
     CLASSES as CLASSES,
     IS_KV as IS_KV,
     ROW_CLASS as ROW_CLASS,
     ROWS as ROWS,
     Traffic as Traffic,
+    class_rows as class_rows,
     class_sum as class_sum,
     expert_coverage as expert_coverage,
     history_tokens as history_tokens,

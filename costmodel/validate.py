@@ -33,7 +33,7 @@ import numpy as np
 
 from ._core.chip import Chip
 from ._core.cost import decode_cost
-from ._core.traffic import lower_traffic
+from ._core.traffic import class_sum, lower_traffic
 from ._core.workload import Workload
 from .evaluation import apply_multipliers, system_placement, system_size
 from .io import ChipInfo, InputError, chip_info, load_model, make_scenario
@@ -97,7 +97,7 @@ def prefill_seconds(prefill: Workload, chip: Chip) -> jnp.ndarray:
     """Compute-bound prefill time: its FLOPs at the chip's efficient peak, over TP chips."""
     t = lower_traffic(prefill)
     peak = chip.peak_flops[t.precision.astype(jnp.int32)] * chip.compute_efficiency
-    return jnp.sum(t.flops / peak) / chip.tensor_parallel
+    return jnp.sum(class_sum(t.flops) / peak) / chip.tensor_parallel
 
 
 def predict(prepared: Prepared, log_multipliers: jnp.ndarray) -> jnp.ndarray:

@@ -202,12 +202,13 @@ def test_an_empty_area_part_has_no_area_and_no_gradient():
 
 
 def _class_rates(e):
+    """The per-class arguments of `attainable_flops`, as the roofline plot builds them."""
     traffic = cm.lower_traffic(e.workload)
     return (
         e.chip,
-        e.placement,
-        traffic.read_bytes + traffic.writes,
-        traffic.flops,
+        cm.class_placement(e.placement, traffic),
+        cm.class_sum(traffic.read_bytes + traffic.writes),
+        cm.class_sum(traffic.flops),
         cm.class_flop_rates(e.workload, traffic, e.chip),
         cm.class_stream_efficiency(traffic, e.chip),
     )
@@ -220,7 +221,7 @@ def test_roofline_rates_come_from_the_channel_functions(monkeypatch):
     rates = np.asarray(attainable_flops(*args))
     # Memory-bound at batch 1: the FFN weights, in DRAM, reach the stream rate x intensity
     # (the p-norm at p = 64 lets the compute channel shave off a little).
-    c = cm.ROWS.index("weights.ffn")
+    c = cm.CLASSES.index("weights.ffn")
     stream = float(chip.tiers.effective_bandwidth[2] * chip.tensor_parallel * small[c])
     assert rates[c] == pytest.approx(stream * float(flops[c] / moved[c]), rel=0.02)
     assert rates[c] <= stream * float(flops[c] / moved[c])

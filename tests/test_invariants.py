@@ -217,7 +217,7 @@ def test_small_kernel_stream_closed_form():
         tensor_parallel=2,
     )
     cost = cm.decode_cost(w, chip, cm.policy_placement("dram", traffic, chip))
-    moved = np.asarray(traffic.read_bytes + traffic.writes, dtype=float)
+    moved = np.asarray(cm.class_sum(traffic.read_bytes + traffic.writes), dtype=float)  # per class
     s = np.maximum(kb / 2, 1.0)
     eff = 1 - 0.5 / (1 + (s / 16e6) ** 4.0)
     assert float(cost.tier_seconds[2]) == pytest.approx(np.sum(moved / eff) / 2 / 1e12, rel=1e-5)

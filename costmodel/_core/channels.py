@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from .chip import DRAM, PIM, SRAM, Chip, Tiers
 from .numerics import p_norm, seconds
-from .traffic import IS_KV, Traffic
+from .traffic import CLASS_IS_KV, Traffic
 from .types import PerClass, PerTier, RealScalarLike, Scalar
 from .workload import Workload
 
@@ -85,7 +85,7 @@ def class_flop_rates(workload: Workload, traffic: Traffic, chip: Chip) -> PerCla
     """`flop_rate` of each block class: KV classes are attention, and a class's rows are
     the rows sharing each operand element read (2 FLOPs per row per element)."""
     s = workload.scenario
-    is_kv = jnp.asarray(IS_KV)
+    is_kv = jnp.asarray(CLASS_IS_KV)
     element_bytes = jnp.where(is_kv, s.kv_bytes, s.weight_bytes)
     rows = traffic.intensity * element_bytes / 2.0
     return flop_rate(chip, traffic.precision.astype(jnp.int32), is_kv, rows)
@@ -197,6 +197,6 @@ def tier_joules(tier_bytes: PerTier, chip: Chip) -> PerTier:
     return joules.at[PIM].set(tier_bytes[PIM] * chip.pim_energy_per_byte)
 
 
-def compute_joules(flops: PerClass, precision, chip: Chip) -> Scalar:
+def compute_joules(flops, precision, chip: Chip) -> Scalar:
     """Dynamic energy of the FLOPs, each at its precision's `Chip.energy_per_flop`, J."""
     return jnp.sum(flops * chip.energy_per_flop[precision])

@@ -15,7 +15,7 @@ from . import channels as ch
 from .chip import DRAM, PIM, SRAM, Chip
 from .numerics import safe_div
 from .placement import spill
-from .traffic import lower_traffic
+from .traffic import class_sum, lower_traffic
 from .types import BoolScalar, IntScalar, PerTier, PlacementMatrix, Scalar
 from .workload import Workload
 
@@ -95,24 +95,30 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     tiers = chip.tiers
     n = chip.n_chips
     tp = chip.tensor_parallel
-    held = spill(placement, traffic, chip)
+    held = spill(placement, traffic, chip)  # [rows, tiers]
 
-    moved = traffic.read_bytes + traffic.writes  # [classes], all chips
-    tier_bytes = held.T @ moved  # [tiers], all chips
+    # Per tier and class: the bytes moved and the FLOPs done (each class's buckets
+    # summed), so the per-class kernel efficiencies and FLOP rates apply once.
+    moved = class_sum(held * (traffic.read_bytes + traffic.writes)[:, None], axis=0)  # [classes, tiers]
+    flops = class_sum(held * traffic.flops[:, None], axis=0)  # [classes, tiers]
+    tier_bytes = jnp.sum(moved, axis=0)  # [tiers], all chips
     # A pipeline runs its stages one after another for each token, so the step sees
     # the bytes of all stages through one tensor-parallel group's channels.
     group_bytes = tier_bytes / tp
     # Small kernels stream slower: each class's bytes in full-rate equivalents.
-    slow = moved / ch.class_stream_efficiency(traffic, chip)
-    stream = ch.stream_seconds(held.T @ slow / tp, tiers)
-    pim_flops = jnp.sum(held[:, PIM] * traffic.flops)
-    tier_seconds = stream.at[PIM].set(ch.pim_seconds(group_bytes[PIM], pim_flops / tp, chip))
+    slow = jnp.sum(moved / ch.class_stream_efficiency(traffic, chip)[:, None], axis=0)
+    stream = ch.stream_seconds(slow / tp, tiers)
+    pim_flops = jnp.sum(flops[:, PIM])
+    is_pim = jnp.arange(stream.shape[-1]) == PIM
+    tier_seconds = jnp.where(is_pim, ch.pim_seconds(group_bytes[PIM], pim_flops / tp, chip), stream)
 
     # The compute die does the FLOPs on the bytes SRAM and DRAM stream to it, each at
-    # the rate it sustains on operands from that tier (`compute_feed`).
+    # the rate it sustains on operands from that tier (`compute_feed`); the shares are
+    # given as FLOPs (of one FLOP each).
     rates = ch.class_flop_rates(workload, traffic, chip)
     feed = ch.effective_feed(chip)
-    compute_seconds = jnp.sum(ch.compute_seconds(traffic.flops, rates, held[:, SRAM], held[:, DRAM], feed, tp))
+    ones = jnp.ones_like(rates)
+    compute_seconds = jnp.sum(ch.compute_seconds(ones, rates, flops[:, SRAM], flops[:, DRAM], feed, tp))
     parallel = ch.overlapped_seconds(tier_seconds[SRAM], tier_seconds[PIM], tier_seconds[DRAM], compute_seconds, chip)
 
     share = safe_div(tier_bytes, jnp.sum(tier_bytes))
@@ -121,11 +127,11 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     seconds = parallel + serial
 
     tier_joules = ch.tier_joules(tier_bytes, chip)
-    compute_joules = ch.compute_joules(traffic.flops, traffic.precision.astype(jnp.int32), chip)
+    compute_joules = ch.compute_joules(class_sum(traffic.flops), traffic.precision.astype(jnp.int32), chip)
     static_joules = chip.static_power * n * seconds
     joules = jnp.sum(tier_joules) + compute_joules + static_joules
 
-    stored = held.T @ traffic.stored_bytes / n
+    stored = jnp.sum(held * traffic.stored_bytes[:, None], axis=0) / n
     # SRAM and PIM cannot overflow after `spill`; DRAM, the last tier, can.
     overflow = jnp.maximum(stored[DRAM] - tiers.capacity[DRAM], 0.0)
     feasible = overflow <= 1e-6 * jnp.sum(stored)

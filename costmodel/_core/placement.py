@@ -17,8 +17,8 @@ from jaxtyping import Array, Float
 
 from .channels import class_stream_efficiency
 from .chip import DRAM, PIM, SRAM, TIERS, Chip
-from .traffic import IS_KV, Traffic, class_sum
-from .types import PerClass, PlacementMatrix, RealScalarLike
+from .traffic import IS_KV, Traffic, class_rows, class_sum
+from .types import PerRow, PlacementMatrix, RealScalarLike
 
 
 POLICIES = ("dram", "sram", "pim_kv", "pim", "greedy")
@@ -49,7 +49,7 @@ def soft_placement(
     return jax.nn.softmax(logits / temperature, axis=-1)
 
 
-def _blocks_per_chip(traffic: Traffic, chip: Chip) -> PerClass:
+def _blocks_per_chip(traffic: Traffic, chip: Chip) -> PerRow:
     """Per-chip bytes of one block: every block is split over all chips."""
     return traffic.block_bytes / chip.n_chips
 
@@ -80,17 +80,17 @@ def _evict(blocks, tier, dest, traffic, chip, value, whole_blocks=True):
     partial = jnp.minimum(jnp.floor(allowed / safe_pb) if whole_blocks else allowed / safe_pb, held)
     keep = jnp.where(pb > 0, jnp.where(whole, held, partial), held)
     evicted = jnp.zeros_like(keep).at[order].set(held - keep)
-    blocks = blocks.at[:, tier].add(-evicted)
+    blocks = blocks - evicted[:, None] * jax.nn.one_hot(tier, len(TIERS), dtype=blocks.dtype)[None, :]
     return blocks + evicted[:, None] * jax.nn.one_hot(dest, len(TIERS), dtype=blocks.dtype)
 
 
-def _value(traffic: Traffic, chip: Chip) -> PerClass:
+def _value(traffic: Traffic, chip: Chip) -> PerRow:
     """Streaming time per step per byte stored, in bytes at full rate: what a fast tier
     is worth to a class (bytes moved per byte stored, over the class's small-kernel
     efficiency)."""
     stored = traffic.stored_bytes
     ok = stored > 0
-    moved = (traffic.read_bytes + traffic.writes) / class_stream_efficiency(traffic, chip)
+    moved = (traffic.read_bytes + traffic.writes) / class_rows(class_stream_efficiency(traffic, chip))
     return jnp.where(ok, moved / jnp.where(ok, stored, 1.0), 0.0)
 
 
@@ -194,17 +194,24 @@ def spill(placement: PlacementMatrix, traffic: Traffic, chip: Chip) -> Placement
     does), so gradients stay alive when a capacity binds. A hard placement that
     respects capacities is unchanged.
     """
-    demand = placement.T @ traffic.stored_bytes / chip.n_chips  # [tiers], per chip
-    kept = _kept(demand, chip.tiers.capacity).at[DRAM].set(1.0)
-    held = placement * kept[None, :]
-    return held.at[:, DRAM].add(jnp.sum(placement - held, axis=-1))
+    return spill_by_tier(placement.T, traffic, chip).T
+
+
+def spill_by_tier(by_tier: Float[Array, "tiers rows"], traffic: Traffic, chip: Chip) -> Float[Array, "tiers rows"]:
+    """`spill` of a placement given (and returned) as `[tiers, rows]`: the layout in which
+    `decode_cost` sums over rows (the minor axis, which XLA:CPU reduces fastest)."""
+    demand = jnp.sum(by_tier * traffic.stored_bytes[None, :], axis=-1) / chip.n_chips  # [tiers], per chip
+    dram = (jnp.arange(len(TIERS)) == DRAM)[:, None]  # masks, not scatters: the sweep's hot path
+    kept = jnp.where(dram, 1.0, _kept(demand, chip.tiers.capacity)[:, None])
+    held = by_tier * kept
+    return held + jnp.where(dram, jnp.sum(by_tier - held, axis=0, keepdims=True), 0.0)
 
 
 def class_placement(placement: PlacementMatrix, traffic: Traffic) -> Float[Array, "classes tiers"]:
     """The fraction of each class's stored bytes in each tier (`CLASSES` x `TIERS`): a
     placement's rows summed over the heat buckets of each KV class, weighted by their
     bytes. An empty class is reported in DRAM."""
-    stored = class_sum((placement * traffic.stored_bytes[:, None]).T).T
+    stored = class_sum(placement * traffic.stored_bytes[:, None], axis=0)
     total = jnp.sum(stored, axis=-1, keepdims=True)
     ok = total > 0
     empty = jax.nn.one_hot(DRAM, len(TIERS), dtype=stored.dtype)

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .numerics import safe_div
-from .types import PerClass
+from .types import PerClass, PerRow
 from .workload import N_AGE_BUCKETS, N_BUCKETS, AccessProfile, Workload
 
 
@@ -56,57 +56,84 @@ KV_PAGE_TOKENS = 256
 """A KV block is a page of this many tokens of one layer of one sequence."""
 
 
-def class_sum(per_row):
-    """Sums a per-row array (last axis `ROWS`) over the rows of each of `CLASSES`."""
-    onehot = np.eye(len(CLASSES), dtype=np.float32)[np.asarray(ROW_CLASS)]
-    return jnp.asarray(per_row) @ jnp.asarray(onehot, dtype=jnp.result_type(per_row))
+CLASS_IS_KV = tuple(name.startswith("kv.") for name in CLASSES)
+"""Which classes are KV cache."""
+
+_H0, _H1 = N_WEIGHT_CLASSES, N_WEIGHT_CLASSES + len(HISTORY_CLASSES) * N_BUCKETS  # history rows
+
+
+# Sums by slices and reshapes, not by matmuls or gathers: XLA:CPU runs those several
+# times slower under vmap (the sweep's hot path; measured with benchmarks/sweep_bench.py).
+
+
+def class_sum(per_row, axis: int = -1):
+    """Sums a per-row array over the rows of each of `CLASSES` (along `axis`, of length
+    `N_ROWS`): the weight rows as they are, each history class's buckets summed."""
+    x = jnp.asarray(per_row)
+    if axis in (0, -x.ndim) and x.ndim == 2:  # [rows, k]: slices and one reduction
+        history = jnp.sum(jnp.reshape(x[_H0:_H1], (len(HISTORY_CLASSES), N_BUCKETS, x.shape[1])), axis=1)
+        return jnp.concatenate([x[:_H0], history, x[_H1:]], axis=0)
+    x = jnp.moveaxis(x, axis, -1)
+    history = jnp.sum(jnp.reshape(x[..., _H0:_H1], (*x.shape[:-1], len(HISTORY_CLASSES), N_BUCKETS)), axis=-1)
+    return jnp.moveaxis(jnp.concatenate([x[..., :_H0], history, x[..., _H1:]], axis=-1), -1, axis)
+
+
+def class_rows(per_class):
+    """A per-class array (last axis `CLASSES`) repeated over each class's rows."""
+    return jnp.asarray(per_class)[..., np.asarray(ROW_CLASS)]
+
+
+def to_rows(weights, history, idle):
+    """A per-row array from its parts: `[N_WEIGHT_CLASSES]` weights, `[len(HISTORY_CLASSES),
+    N_BUCKETS]` history buckets and the idle row (`[..., 1]`)."""
+    flat = jnp.reshape(history, (*history.shape[:-2], -1))
+    return jnp.concatenate([weights, flat, idle], axis=-1)
 
 
 class Traffic(eqx.Module):
-    """Per block class, what one decode step stores, reads, writes and computes.
+    """Per row (a weight class, or a heat bucket of a KV class), what one decode step
+    stores, reads, writes and computes; per class, the kernels' precision and size.
 
     All figures are for the whole system (all chips together).
 
     Attributes:
-        count: blocks in the class (may be fractional before hardening).
+        count: blocks in the row (may be fractional before hardening).
         block_bytes: bytes per block, B.
         reads: bytes read per step per byte stored (1 for dense weights and KV;
-            the expected expert coverage for routed MoE experts).
+            the expected expert coverage for routed MoE experts; the read
+            probability of the bucket for KV under an access profile).
         writes: bytes written per step (the new token's KV), B.
-        flops: FLOPs per step on the bytes of this class, FLOP.
-        precision: compute precision class of those FLOPs (index into
+        flops: FLOPs per step on the bytes of this row, FLOP.
+        precision: per class, compute precision class of its FLOPs (index into
             `costmodel.PRECISIONS`).
-        kernel_bytes: operand bytes of one kernel over the class, B: a weight
-            matrix (the bytes-weighted geometric mean of the Q/O and K/V projections
-            for attention; one expert's matrix for experts), or one layer's K (or V)
-            cache for the whole batch (private history and shared prefix together;
-            the window for sliding layers); what `Chip.small_kernel_bytes` is
-            compared with.
+        kernel_bytes: per class, operand bytes of one kernel over the class, B: a
+            weight matrix (the bytes-weighted geometric mean of the Q/O and K/V
+            projections for attention; one expert's matrix for experts), or the
+            K (or V) cache one layer's attention kernel reads for the whole batch
+            (private history and shared prefix together; the window for sliding
+            layers); what `Chip.small_kernel_bytes` is compared with.
     """
 
-    count: PerClass
-    block_bytes: PerClass
-    reads: PerClass
-    writes: PerClass
-    flops: PerClass
+    count: PerRow
+    block_bytes: PerRow
+    reads: PerRow
+    writes: PerRow
+    flops: PerRow
     precision: PerClass
     kernel_bytes: PerClass
 
     @property
-    def stored_bytes(self) -> PerClass:
+    def stored_bytes(self) -> PerRow:
         return self.count * self.block_bytes
 
     @property
-    def read_bytes(self) -> PerClass:
+    def read_bytes(self) -> PerRow:
         return self.stored_bytes * self.reads
 
     @property
     def intensity(self) -> PerClass:
-        """FLOPs per byte read (0 for an empty class)."""
-        # Double where: an empty class (no experts, no prefix) has no bytes.
-        read = self.read_bytes
-        ok = read > 0
-        return jnp.where(ok, self.flops / jnp.where(ok, read, 1.0), 0.0)
+        """FLOPs per byte read of each class (0 for an empty class)."""
+        return safe_div(class_sum(self.flops), class_sum(self.read_bytes))
 
 
 def expert_coverage(n_experts, top_k, batch):
@@ -122,29 +149,30 @@ def expert_coverage(n_experts, top_k, batch):
     return jnp.where(moe, 1.0 - jnp.clip(miss, 0.0, 1.0) ** batch, 0.0)
 
 
-def _overlap(lo, hi, *intervals):
-    """Length of `[lo, hi)` intersected with every `(a, b)` of `intervals`."""
-    for a, b in intervals:
-        lo, hi = jnp.maximum(lo, a), jnp.minimum(hi, b)
-    return jnp.maximum(hi - lo, 0.0)
+def _regions(lo, hi, context, profile: AccessProfile):
+    """Tokens per sequence of the ages `[lo, hi)` (one span per history class, `[classes,
+    1]`) in each bucket, split into sinks, recent tokens and the rest: three
+    `[classes, N_BUCKETS]` arrays.
 
-
-def _regions(span, context, profile: AccessProfile):
-    """Tokens per sequence of the ages `span = (lo, hi)` in each bucket, split into
-    sinks, recent tokens and the rest: three `[N_BUCKETS]` arrays."""
+    Bucket 0 holds the ages of the sinks, `[context - sinks, context)`; the age buckets
+    hold `[e_i, e_(i+1))` below them. Every split is one interval overlap, `max(min(b,
+    hi) - max(a, lo), 0)`, so the whole is a few elementwise operations.
+    """
     sinks = jnp.minimum(profile.sink_tokens, context)
     oldest = context - sinks  # ages [oldest, context) are the sinks
     recent = jnp.minimum(profile.recent_tokens + profile.recent_fraction * context, oldest)
-    edges = profile.edges
-    zero = jnp.zeros((1,), edges.dtype)
-    lower = jnp.concatenate([zero, edges])
-    upper = jnp.concatenate([edges, jnp.full((1,), jnp.inf, edges.dtype)])
-    sink = _overlap(oldest, context, span)
-    near = _overlap(lower, upper, span, (0.0, recent))
-    rest = _overlap(lower, upper, span, (recent, oldest))
-    pad = lambda first, ages: jnp.concatenate([jnp.reshape(first, (1,)), ages])
-    z = jnp.zeros_like(sink)
-    return pad(sink, jnp.zeros_like(near)), pad(z, near), pad(z, rest)
+    # Bucket edges without concatenating (which XLA:CPU runs slowly under vmap): the
+    # sinks bucket by a mask, the age buckets from the edges shifted by one.
+    edges = jnp.pad(profile.edges, (1, 1), constant_values=jnp.inf)  # [inf, e_1 .. e_14, inf]
+    first = jnp.arange(N_BUCKETS) == 0
+    is_age1 = jnp.arange(N_BUCKETS) == 1
+    lower = jnp.where(first, oldest, jnp.where(is_age1, 0.0, jnp.minimum(jnp.roll(edges, 1), oldest)))
+    upper = jnp.where(first, context, jnp.minimum(edges, oldest))
+    lower, upper = lower[None, :], upper[None, :]
+    total = jnp.maximum(jnp.minimum(upper, hi) - jnp.maximum(lower, lo), 0.0)
+    near = jnp.maximum(jnp.minimum(upper, jnp.minimum(hi, recent)) - jnp.maximum(lower, lo), 0.0)
+    sink = jnp.where(first[None, :], total, 0.0)
+    return sink, near, total - near - sink
 
 
 def _selected(rest_tokens, history, profile: AccessProfile):
@@ -181,8 +209,10 @@ def history_tokens(workload: Workload):
     c = s.context
     private = jnp.maximum(c - s.prefix, 0.0)
     window = jnp.minimum(m.window, c)
-    spans = [(0.0, private), (private, c), (0.0, window)]
-    sink, near, rest = (jnp.stack(x) for x in zip(*[_regions(span, c, prof) for span in spans]))
+    zero = jnp.zeros_like(c)
+    lo = jnp.stack([zero, private, zero])[:, None]
+    hi = jnp.stack([private, c, window])[:, None]
+    sink, near, rest = _regions(lo, hi, c, prof)
     rest_global = jnp.sum(rest[0]) + jnp.sum(rest[1])
     kept_g, sel_g = _selected(rest_global, c, prof)
     kept_w, sel_w = _selected(jnp.sum(rest[2]), window, prof)
@@ -246,11 +276,10 @@ def lower_traffic(workload: Workload) -> Traffic:
     # (a paged cache), so both classes take the size of the two: what it reads.
     global_kernel = (s.batch * jnp.sum(read[0]) + jnp.sum(read[1])) * per_token
     window_kernel = s.batch * jnp.sum(read[2]) * per_token
-    kv_kernel = jnp.stack([global_kernel, global_kernel, window_kernel])[:, None] * jnp.ones_like(stored)
     idle_count = prof.idle_sequences * s.batch * jnp.sum(layers[::2, 0] * jnp.sum(stored[::2], axis=-1)) / page
 
     def rows(weights, kv, idle):
-        return jnp.concatenate([jnp.stack(weights), jnp.reshape(kv, (-1,)), jnp.reshape(idle, (1,))])
+        return to_rows(jnp.stack(weights), kv, jnp.reshape(idle, (1,)))
 
     zero, one = jnp.zeros_like(wb), jnp.ones_like(wb)
     count = rows(
@@ -272,7 +301,7 @@ def lower_traffic(workload: Workload) -> Traffic:
     )
     wp = s.weight_precision.astype(wb.dtype)
     kp = s.kv_precision.astype(wb.dtype)
-    precision = rows([wp] * N_WEIGHT_CLASSES, kp * jnp.ones_like(stored), kp)
+    precision = jnp.stack([wp] * N_WEIGHT_CLASSES + [kp] * (len(CLASSES) - N_WEIGHT_CLASSES))
 
     # One kernel's operand: a weight matrix, or a layer's K (or V) for the batch.
     q_o = m.d_model * m.n_heads * m.head_dim * wb
@@ -281,5 +310,7 @@ def lower_traffic(workload: Workload) -> Traffic:
     # dense model always has both kinds, so the logs are of positive sizes).
     attention = jnp.exp((q_o * jnp.log(q_o) + k_v * jnp.log(k_v)) / (q_o + k_v))
     matrix = m.d_model * m.d_ff * wb
-    kernel_bytes = rows([attention, matrix, matrix, m.vocab * m.d_model * wb], kv_kernel, kv_block)
+    kernel_bytes = jnp.stack(
+        [attention, matrix, matrix, m.vocab * m.d_model * wb, global_kernel, global_kernel, window_kernel, kv_block]
+    )
     return Traffic(count, block_bytes, reads, writes, flops, precision, kernel_bytes)

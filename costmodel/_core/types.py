@@ -15,7 +15,9 @@ Scalar: TypeAlias = Float[Array, ""]
 IntScalar: TypeAlias = Int[Array, ""]
 BoolScalar: TypeAlias = Bool[Array, ""]
 PerTier: TypeAlias = Float[Array, " tiers"]
-PerClass: TypeAlias = Float[Array, " rows"]
+PerRow: TypeAlias = Float[Array, " rows"]
 """One value per placement row (`costmodel._core.traffic.ROWS`)."""
+PerClass: TypeAlias = Float[Array, " classes"]
+"""One value per block class (`costmodel._core.traffic.CLASSES`)."""
 PerPrecision: TypeAlias = Float[Array, " precisions"]
 PlacementMatrix: TypeAlias = Float[Array, "rows tiers"]

@@ -4,6 +4,8 @@ Every number is an array leaf (a float, even for counts) so that a sweep can `vm
 over model sizes, batches and formats without recompiling. Only names are static.
 """
 
+from collections.abc import Sequence
+
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
@@ -244,7 +246,7 @@ class AccessProfile(eqx.Module):
         idle_sequences: RealScalarLike = 0,
         queries: RealScalarLike = 1,
         accepted: RealScalarLike = 1,
-        edges: ArrayLike = AGE_EDGES,
+        edges: ArrayLike | Sequence[float] = AGE_EDGES,
     ):
         f = lambda x: jnp.asarray(x, dtype=float)
         self.sink_tokens = f(sink_tokens)

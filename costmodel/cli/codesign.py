@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._core.area import REFERENCE_DIE_AREA
-from .args import add_model_arg, add_scenario_args, positive_int, positive_number, scenario_kwargs
+from .args import add_model_arg, add_scenario_args, positive_int, positive_number, scenario_kwargs, whole_number
 
 
 def add_commands(sub) -> None:
@@ -37,7 +37,13 @@ def add_commands(sub) -> None:
         "--power-cap", type=positive_number, default=None, help="W per chip: optimise the sustained figures under it"
     )
     p.add_argument("--restarts", type=positive_int, default=6)
-    p.add_argument("--steps", type=positive_int, default=50)
+    p.add_argument("--steps", type=positive_int, default=45, help="joint Adam steps per restart (default 45)")
+    p.add_argument(
+        "--refine",
+        type=whole_number(0),
+        default=25,
+        help="Adam steps on the area alone with the greedy fill after the joint run (default 25)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--grid-step", type=positive_number, default=0.02, help="simplex step of the baseline grid (default 0.02)"
@@ -74,6 +80,7 @@ def run_optimize(args: argparse.Namespace, progress: Callable[[int], None] | Non
         names,
         restarts=args.restarts,
         steps=args.steps,
+        refine=args.refine,
         seed=args.seed,
         grid_step=args.grid_step,
         baseline=not args.no_baseline,

@@ -23,7 +23,7 @@ import optax
 
 from .._core.area import AREA_PARTS
 from .._core.chip import TIERS
-from .._core.placement import POLICIES, harden_placement, soft_placement
+from .._core.placement import POLICIES, harden_placement, policy_placement, soft_placement
 from .._core.traffic import IS_KV, ROWS, lower_traffic
 from .grid import _policy_at
 from .problem import Problem, design_chip, evaluate_design
@@ -48,7 +48,7 @@ def optimize(
     problem: Problem,
     *,
     restarts: int = 6,
-    steps: int = 50,
+    steps: int = 45,
     learning_rate: float = 0.15,
     decay: float = 1.0,
     placement_speedup: float = 1.0,
@@ -58,6 +58,7 @@ def optimize(
     polish: bool = True,
     train_area: bool = True,
     area_logits=None,
+    refine: int = 25,
     progress: Callable[[int], None] | None = None,
 ) -> Result:
     """Minimises the mix objective over the area split and the placement, by gradient.
@@ -77,6 +78,15 @@ def optimize(
         train_area: False to optimise the placement alone, on the fixed split
             `area_logits`.
         area_logits: `[parts]` logits of the fixed split (with `train_area=False`).
+        refine: Adam steps on the area split alone after the joint run, each with the
+            placement the greedy policy gives it filled to the byte (`policy_placement`
+            with `whole_blocks=False`: continuous in the capacities, so the area has a
+            gradient); then the policies are tried on the refined split (with
+            `polish`) and the better design kept. It places heat buckets by access
+            density, which the soft placement over many buckets finds slowly. It
+            starts from the restart's split, or one of `_REFINE_STARTS`, that the
+            greedy fill scores best (one of the `refine` evaluations each); a
+            `refine` no larger than that count skips it.
         progress: called with the number of steps done (for a progress bar).
 
     Returns:
@@ -140,8 +150,24 @@ def optimize(
             value = float(jnp.sum(problem.weights * metric))
             if bool(jnp.all(feas)) and (value < objective or not ok):
                 placements, objective, ok, polished_by = np.asarray(placed), value, True, policy
+    chosen_area = np.asarray(params.area_logits[best])
+    if refine > restarts + len(_REFINE_STARTS) and train_area:
+        # Start from the restart whose split the greedy fill likes best (one evaluation
+        # each): the joint run's best hard design may sit in another basin.
+        candidates = jnp.concatenate([params.area_logits, area_logits_of(_REFINE_STARTS)])
+        start = int(jnp.argmin(_fill_losses(problem, candidates, penalty)))
+        evaluations += len(candidates)
+        refined = _refine(problem, candidates[start], refine - len(candidates), learning_rate, penalty)
+        evaluations += refine - len(candidates)
+        for policy in POLICIES if polish else ():
+            metric, feas, placed = _policy_at(problem, refined, policy)
+            evaluations += 1
+            value = float(jnp.sum(problem.weights * metric))
+            if bool(jnp.all(feas)) and (value < objective or not ok):
+                placements, objective, ok, polished_by = np.asarray(placed), value, True, f"{policy} (refined split)"
+                chosen_area = np.asarray(refined)
     return Result(
-        area_logits=np.asarray(params.area_logits[best]),
+        area_logits=chosen_area,
         placements=placements,
         objective=objective,
         soft_objective=float(soft_obj[best]),
@@ -152,6 +178,54 @@ def optimize(
         rounded_objective=rounded,
         polished_by=polished_by,
     )
+
+
+_REFINE_STARTS = ((0.1, 0.85, 0.05), (0.1, 0.05, 0.85), (0.5, 0.25, 0.25))
+"""Area splits (compute, SRAM, PIM) the refinement may also start from: an SRAM-heavy,
+a PIM-heavy and a balanced die, so a basin the joint run missed can still be found."""
+
+
+def area_logits_of(splits) -> jax.Array:
+    """Logits of area fractions (log of each share)."""
+    return jnp.log(jnp.asarray(splits, dtype=float))
+
+
+def _fill_loss(problem: Problem, area, penalty):
+    """The joint loss with the placement the greedy policy fills to the byte."""
+    chip = design_chip(problem, area)
+    fill = lambda w: policy_placement("greedy", lower_traffic(w), chip, whole_blocks=False)
+    placements = jax.vmap(fill)(problem.workloads)
+    objective, overflow, _ = evaluate_design(problem, area, placements)
+    return jnp.log(objective) + penalty * (overflow + overflow**2)
+
+
+@eqx.filter_jit
+def _fill_losses(problem: Problem, areas, penalty):
+    return jax.vmap(lambda a: _fill_loss(problem, a, penalty))(areas)
+
+
+@eqx.filter_jit
+def _refine(problem: Problem, area, steps: int, learning_rate: float, penalty: float):
+    """Adam on the area logits alone, the placement being the greedy fill to the byte;
+    returns the best split seen (the objective is not monotone along the run)."""
+
+    def loss(a):
+        return _fill_loss(problem, a, penalty)
+
+    opt = optax.adam(optax.cosine_decay_schedule(learning_rate, steps), b2=0.9)
+
+    def body(carry, _):
+        a, s, best_a, best_v = carry
+        v, g = jax.value_and_grad(loss)(a)
+        better = v < best_v
+        best_a, best_v = jnp.where(better, a, best_a), jnp.where(better, v, best_v)
+        with jax.numpy_dtype_promotion("standard"):
+            updates, s = opt.update(g, s, a)
+        return (optax.apply_updates(a, updates), s, best_a, best_v), None
+
+    init = (area, opt.init(area), area, jnp.asarray(jnp.inf, area.dtype))
+    (_, _, best_a, _), _ = jax.lax.scan(body, init, None, length=steps)
+    return best_a
 
 
 _STARTS = (

@@ -23,7 +23,7 @@ from .._core.cost import BOUNDS, Cost, decode_cost
 from .._core.economics import Economics, TokenCost, token_cost
 from .._core.placement import policy_placement
 from .._core.power import sustained_cost
-from .._core.traffic import IS_KV, lower_traffic
+from .._core.traffic import IS_KV, class_rows, lower_traffic
 from .._core.workload import Workload
 from .cascade import _cascade, _wishes
 from .design import AreaDesign
@@ -202,7 +202,7 @@ def explain(
     cap = np.asarray(chip.tiers.capacity, dtype=float)
     seconds = _f(cost.seconds_per_step)
     # FLOPs the compute dies do over what their peaks could do in the step's time.
-    prec = np.asarray(traffic.precision, dtype=int)
+    prec = np.asarray(class_rows(traffic.precision), dtype=int)
     host_flops = (1.0 - held[:, PIM]) * np.asarray(traffic.flops, dtype=float)
     at_peak = float(np.sum(host_flops / np.asarray(chip.peak_flops, dtype=float)[prec]))
     utilisation = at_peak / (_f(chip.n_chips) * seconds) if seconds > 0 else 0.0

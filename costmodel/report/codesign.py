@@ -19,7 +19,8 @@ def codesign_report(
     names: list[str],
     *,
     restarts: int = 6,
-    steps: int = 50,
+    steps: int = 45,
+    refine: int = 25,
     seed: int = 0,
     grid_step: float = 0.02,
     baseline: bool = True,
@@ -30,7 +31,7 @@ def codesign_report(
     Args:
         problem: the problem (`codesign.build_problem`).
         names: the mix points' names.
-        restarts, steps, seed: of `codesign.optimize`.
+        restarts, steps, seed, refine: of `codesign.optimize`.
         grid_step: simplex step of the baseline grid (1/N).
         baseline: False to skip the grid baseline.
         progress: called with the number of Adam steps done.
@@ -42,7 +43,7 @@ def codesign_report(
     Raises:
         InputError: if no restart found a design that fits (`DesignStatus.infeasible_capacity`).
     """
-    result = codesign.optimize(problem, restarts=restarts, steps=steps, seed=seed, progress=progress)
+    result = codesign.optimize(problem, restarts=restarts, steps=steps, seed=seed, refine=refine, progress=progress)
     rounded = result.objective if result.rounded_objective is None else result.rounded_objective
     report: dict[str, Any] = {
         "objective_name": problem.objective,

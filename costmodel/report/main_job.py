@@ -35,7 +35,7 @@ STAGES = (
 )
 """The main job's stages, as `progress` names them."""
 
-CODESIGN_STEPS = 50
+CODESIGN_STEPS = 45
 """Adam steps of the co-design stage (`costmodel optimize`'s default)."""
 
 Progress = Callable[[str, int, int], None]

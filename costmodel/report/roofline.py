@@ -111,20 +111,22 @@ def roofline_plot(evaluation: Evaluation, path: str | Path, title: str = "") -> 
         else:
             label = f"{t} {bw[i] / 1e12:.3g} TB/s"
         ax.plot(x, np.asarray(roof), "-", color=colors[t], lw=1.2, label=label)
-    # Each class (its rows summed: the heat buckets of a KV class) through the channels
-    # as placed, with its own compute rate and small-kernel stream efficiency.
-    moved_rows = traffic.read_bytes + traffic.writes
-    row_rates = ch.class_flop_rates(e.workload, traffic, chip)
-    row_eff = ch.class_stream_efficiency(traffic, chip)
-    moved = class_sum(moved_rows)
-    flops_c = class_sum(traffic.flops)
-    held = np.asarray(safe_div(class_sum((e.placement * moved_rows[:, None]).T).T, moved[:, None]), dtype=float)
-    rate_c = safe_div(flops_c, class_sum(safe_div(traffic.flops, row_rates)))
-    eff_c = safe_div(moved, class_sum(safe_div(moved_rows, row_eff)))
-    rates = attainable_flops(chip, held, moved, flops_c, rate_c, jnp.where(moved > 0, eff_c, 1.0))
+    # Each class (its heat buckets summed) through the channels as placed, with its own
+    # compute rate and small-kernel stream efficiency.
+    moved = class_sum(e.placement * (traffic.read_bytes + traffic.writes)[:, None], axis=0)  # [classes, tiers]
+    total = jnp.sum(moved, axis=-1)
+    held = np.asarray(safe_div(moved, total[:, None]), dtype=float)
+    rates = attainable_flops(
+        chip,
+        held,
+        total,
+        class_sum(traffic.flops),
+        ch.class_flop_rates(e.workload, traffic, chip),
+        ch.class_stream_efficiency(traffic, chip),
+    )
     rates = np.asarray(rates, dtype=float)
     read = np.asarray(class_sum(traffic.read_bytes), dtype=float)
-    intensity = np.asarray(safe_div(flops_c, class_sum(traffic.read_bytes)), dtype=float)
+    intensity = np.asarray(traffic.intensity, dtype=float)
     for c, name in enumerate(CLASSES):
         if read[c] <= 0 or intensity[c] <= 0:
             continue
