@@ -79,7 +79,7 @@ def optimize(
             `area_logits`.
         area_logits: `[parts]` logits of the fixed split (with `train_area=False`).
         refine: Adam steps on the area split alone after the joint run, each with the
-            placement the greedy policy gives it filled to the byte (`policy_placement`
+            placement the polish's winning policy (else greedy) gives it filled to the byte (`policy_placement`
             with `whole_blocks=False`: continuous in the capacities, so the area has a
             gradient); then the policies are tried on the refined split (with
             `polish`) and the better design kept. It places heat buckets by access
@@ -154,10 +154,12 @@ def optimize(
     if refine > restarts + len(_REFINE_STARTS) and train_area:
         # Start from the restart whose split the greedy fill likes best (one evaluation
         # each): the joint run's best hard design may sit in another basin.
+        # The fill is the policy that won the polish (greedy if none did).
+        fill = polished_by or "greedy"
         candidates = jnp.concatenate([params.area_logits, area_logits_of(_REFINE_STARTS)])
-        start = int(jnp.argmin(_fill_losses(problem, candidates, penalty)))
+        start = int(jnp.argmin(_fill_losses(problem, candidates, penalty, fill)))
         evaluations += len(candidates)
-        refined = _refine(problem, candidates[start], refine - len(candidates), learning_rate, penalty)
+        refined = _refine(problem, candidates[start], refine - len(candidates), learning_rate, penalty, fill)
         evaluations += refine - len(candidates)
         for policy in POLICIES if polish else ():
             metric, feas, placed = _policy_at(problem, refined, policy)
@@ -190,27 +192,27 @@ def area_logits_of(splits) -> jax.Array:
     return jnp.log(jnp.asarray(splits, dtype=float))
 
 
-def _fill_loss(problem: Problem, area, penalty):
-    """The joint loss with the placement the greedy policy fills to the byte."""
+def _fill_loss(problem: Problem, area, penalty, policy: str):
+    """The joint loss with the placement `policy` fills to the byte."""
     chip = design_chip(problem, area)
-    fill = lambda w: policy_placement("greedy", lower_traffic(w), chip, whole_blocks=False)
+    fill = lambda w: policy_placement(policy, lower_traffic(w), chip, whole_blocks=False)
     placements = jax.vmap(fill)(problem.workloads)
     objective, overflow, _ = evaluate_design(problem, area, placements)
     return jnp.log(objective) + penalty * (overflow + overflow**2)
 
 
 @eqx.filter_jit
-def _fill_losses(problem: Problem, areas, penalty):
-    return jax.vmap(lambda a: _fill_loss(problem, a, penalty))(areas)
+def _fill_losses(problem: Problem, areas, penalty, policy: str):
+    return jax.vmap(lambda a: _fill_loss(problem, a, penalty, policy))(areas)
 
 
 @eqx.filter_jit
-def _refine(problem: Problem, area, steps: int, learning_rate: float, penalty: float):
-    """Adam on the area logits alone, the placement being the greedy fill to the byte;
+def _refine(problem: Problem, area, steps: int, learning_rate: float, penalty: float, policy: str):
+    """Adam on the area logits alone, the placement being `policy`'s fill to the byte;
     returns the best split seen (the objective is not monotone along the run)."""
 
     def loss(a):
-        return _fill_loss(problem, a, penalty)
+        return _fill_loss(problem, a, penalty, policy)
 
     opt = optax.adam(optax.cosine_decay_schedule(learning_rate, steps), b2=0.9)
 
