@@ -194,17 +194,11 @@ def spill(placement: PlacementMatrix, traffic: Traffic, chip: Chip) -> Placement
     does), so gradients stay alive when a capacity binds. A hard placement that
     respects capacities is unchanged.
     """
-    return spill_by_tier(placement.T, traffic, chip).T
-
-
-def spill_by_tier(by_tier: Float[Array, "tiers rows"], traffic: Traffic, chip: Chip) -> Float[Array, "tiers rows"]:
-    """`spill` of a placement given (and returned) as `[tiers, rows]`: the layout in which
-    `decode_cost` sums over rows (the minor axis, which XLA:CPU reduces fastest)."""
-    demand = jnp.sum(by_tier * traffic.stored_bytes[None, :], axis=-1) / chip.n_chips  # [tiers], per chip
-    dram = (jnp.arange(len(TIERS)) == DRAM)[:, None]  # masks, not scatters: the sweep's hot path
-    kept = jnp.where(dram, 1.0, _kept(demand, chip.tiers.capacity)[:, None])
-    held = by_tier * kept
-    return held + jnp.where(dram, jnp.sum(by_tier - held, axis=0, keepdims=True), 0.0)
+    demand = placement.T @ traffic.stored_bytes / chip.n_chips  # [tiers], per chip
+    dram = jnp.arange(len(TIERS)) == DRAM  # masks, not scatters: the sweep's hot path
+    kept = jnp.where(dram, 1.0, _kept(demand, chip.tiers.capacity))
+    held = placement * kept[None, :]
+    return held + jnp.where(dram[None, :], jnp.sum(placement - held, axis=-1, keepdims=True), 0.0)
 
 
 def class_placement(placement: PlacementMatrix, traffic: Traffic) -> Float[Array, "classes tiers"]:

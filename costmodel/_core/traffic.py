@@ -145,8 +145,8 @@ def expert_coverage(n_experts, top_k, batch):
     """
     # Double where: a dense model has n_experts == 0.
     moe = n_experts > 0
-    miss = 1.0 - top_k / jnp.where(moe, n_experts, 1.0)
-    return jnp.where(moe, 1.0 - jnp.clip(miss, 0.0, 1.0) ** batch, 0.0)
+    picked = jnp.clip(top_k / jnp.where(moe, n_experts, 1.0), 0.0, 1.0)
+    return jnp.where(moe, _union(picked, batch), 0.0)
 
 
 def _regions(lo, hi, context, profile: AccessProfile):

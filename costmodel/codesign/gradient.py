@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from .._core.area import AREA_PARTS
+from .._core.area import AREA_PARTS, area_logits as logits_of_split
 from .._core.chip import TIERS
 from .._core.placement import POLICIES, harden_placement, policy_placement, soft_placement
 from .._core.traffic import IS_KV, ROWS, lower_traffic
@@ -156,7 +156,7 @@ def optimize(
         # each): the joint run's best hard design may sit in another basin.
         # The fill is the policy that won the polish (greedy if none did).
         fill = polished_by or "greedy"
-        candidates = jnp.concatenate([params.area_logits, area_logits_of(_REFINE_STARTS)])
+        candidates = jnp.concatenate([params.area_logits, logits_of_split(jnp.asarray(_REFINE_STARTS))])
         start = int(jnp.argmin(_fill_losses(problem, candidates, penalty, fill)))
         evaluations += len(candidates)
         refined = _refine(problem, candidates[start], refine - len(candidates), learning_rate, penalty, fill)
@@ -185,11 +185,6 @@ def optimize(
 _REFINE_STARTS = ((0.1, 0.85, 0.05), (0.1, 0.05, 0.85), (0.5, 0.25, 0.25))
 """Area splits (compute, SRAM, PIM) the refinement may also start from: an SRAM-heavy,
 a PIM-heavy and a balanced die, so a basin the joint run missed can still be found."""
-
-
-def area_logits_of(splits) -> jax.Array:
-    """Logits of area fractions (log of each share)."""
-    return jnp.log(jnp.asarray(splits, dtype=float))
 
 
 def _fill_loss(problem: Problem, area, penalty, policy: str):
