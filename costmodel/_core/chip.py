@@ -80,11 +80,22 @@ class Chip(eqx.Module):
         pim_serial: fraction of the PIM tier's time that cannot overlap DRAM
             streaming, in [0, 1] (1 when PIM and normal dies share channels, as
             PIM and normal accesses cannot overlap; IANUS, ASPLOS 2024).
+        pim_energy_per_flop: dynamic energy of a FLOP in the PIM units, J/FLOP.
+        pim_softmax: 1 when the attention softmax runs beside the PIM units (AttAcc's
+            buffer die), 0 when it runs on the host: the scores then leave the PIM
+            dies and the probabilities come back over the PIM tier's external
+            `Tiers.bandwidth`, with a round trip of its latency per layer.
+        pim_pipelined: fraction of the PIM tier's time hidden behind the host's work
+            by interleaving sub-batches (AttAcc, NeuPIMs), in [0, 1]; at 0 a layer's
+            attention in PIM and its FFN on the host run one after the other.
         peak_flops: dense peak per precision class (`PRECISIONS`), FLOP/s.
         compute_efficiency: fraction of peak the matmul kernels reach, in (0, 1].
         attention_efficiency: fraction of that rate the decode-attention kernels
             reach (QKᵀ, softmax and PV over the KV cache: skinny matmuls with a
             softmax between them), in (0, 1].
+        attention_stream_efficiency: fraction of the SRAM and DRAM bandwidth the
+            decode-attention kernels reach streaming the KV cache, in (0, 1] (paged
+            gathers and per-sequence kernels reach less than a weight stream).
         half_rate_rows: Hockney's n½ of the matmuls, in rows m sharing each operand
             element (the batch for weights, the query heads per KV head for
             attention): a multi-row matmul runs at `m / (m + n½ (1 - 1/m))` of the
@@ -121,9 +132,13 @@ class Chip(eqx.Module):
     pim_flops: Scalar
     pim_energy_per_byte: Scalar
     pim_serial: Scalar
+    pim_energy_per_flop: Scalar
+    pim_softmax: Scalar
+    pim_pipelined: Scalar
     peak_flops: PerPrecision
     compute_efficiency: Scalar
     attention_efficiency: Scalar
+    attention_stream_efficiency: Scalar
     half_rate_rows: Scalar
     small_kernel_bytes: Scalar
     small_kernel_efficiency: Scalar
@@ -164,8 +179,12 @@ def make_chip(
     pim_flops: RealScalarLike = 0.0,
     pim_energy_per_byte: RealScalarLike = 0.0,
     pim_serial: RealScalarLike = 0.0,
+    pim_energy_per_flop: RealScalarLike = 0.0,
+    pim_softmax: RealScalarLike = 1.0,
+    pim_pipelined: RealScalarLike = 1.0,
     compute_efficiency: RealScalarLike = 1.0,
     attention_efficiency: RealScalarLike = 1.0,
+    attention_stream_efficiency: RealScalarLike = 1.0,
     half_rate_rows: RealScalarLike = 0.0,
     small_kernel_bytes: RealScalarLike = 0.0,
     small_kernel_efficiency: RealScalarLike = 1.0,
@@ -201,9 +220,13 @@ def make_chip(
         pim_flops=f(pim_flops),
         pim_energy_per_byte=f(pim_energy_per_byte),
         pim_serial=f(pim_serial),
+        pim_energy_per_flop=f(pim_energy_per_flop),
+        pim_softmax=f(pim_softmax),
+        pim_pipelined=f(pim_pipelined),
         peak_flops=per_precision(peak_flops),
         compute_efficiency=f(compute_efficiency),
         attention_efficiency=f(attention_efficiency),
+        attention_stream_efficiency=f(attention_stream_efficiency),
         half_rate_rows=f(half_rate_rows),
         small_kernel_bytes=f(small_kernel_bytes),
         small_kernel_efficiency=f(small_kernel_efficiency),
