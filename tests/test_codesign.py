@@ -10,6 +10,7 @@ import pytest
 
 import costmodel as cm
 from costmodel import codesign as cd
+from costmodel._core.area import design_logits
 from costmodel.cli import main
 from costmodel.io import economics_preset
 from costmodel.report.codesign import codesign_report
@@ -34,23 +35,33 @@ def _parallel_tier_problem():
             **{k: getattr(tech, k) for k in tech.__dataclass_fields__},
             "flops_per_area": tech.flops_per_area * 1e6,
             "pim_flops_per_area": tech.pim_flops_per_area * 1e6,
+            "pim_bank_flops": tech.pim_bank_flops * 1e6,
             "sram_latency": jnp.asarray(0.0),
             "pim_latency": jnp.asarray(0.0),
             "dram_latency": jnp.asarray(0.0),
+            # Parallel tiers: PIM streams beside DRAM and the host, softmax in the stacks.
+            "pim_serial": jnp.asarray(0.0),
+            "pim_softmax": jnp.asarray(1.0),
+            "pim_pipelined": jnp.asarray(1.0),
         }
     )
     system = cm.make_chip(capacity=(0, 0, 1), bandwidth=(0, 0, 1), peak_flops=1, overlap=1000.0)
     model = cm.Model(n_layers=8, d_model=2048, n_heads=16, n_kv_heads=16, d_ff=4096, vocab=32000, tied_embeddings=1)
     w = cm.Workload(model, cm.Scenario(batch=8, context=16384))
     problem = cd.make_problem(
-        [w], [1.0], tech, budget=400e-6, n_stacks=2, system=system, econ=economics_preset("N5"), objective="latency"
+        [w], [1.0], tech, logic_area=400e-6, n_stacks=2, system=system, econ=economics_preset("N5"), objective="latency"
     )
     return problem, w
 
 
+def _fixed_design(problem, compute=0.04, rho=0.5):
+    """A design vector: `compute` of the free logic area (SRAM the rest), PIM share `rho`."""
+    return design_logits(compute, rho, float(problem.n_stacks), problem.tech, problem.econ)
+
+
 def test_placement_optimiser_matches_the_water_filling_closed_form():
     problem, w = _parallel_tier_problem()
-    area_logits = jnp.log(jnp.asarray([0.02, 0.5, 0.48]))
+    area_logits = _fixed_design(problem)
     chip = cd.design_chip(problem, area_logits)
     traffic = cm.lower_traffic(w)
     total = float(jnp.sum(traffic.read_bytes + traffic.writes))
@@ -81,7 +92,7 @@ def test_designed_chip_inherits_the_system_kernel_fields():
         small_kernel_efficiency=0.55,
         small_kernel_knee=17.0,
     )
-    chip = cd.design_chip(dataclasses.replace(problem, system=system), jnp.log(jnp.asarray([0.3, 0.3, 0.4])))
+    chip = cd.design_chip(dataclasses.replace(problem, system=system), _fixed_design(problem, 0.5, 0.4))
     for name in ("attention_efficiency", "half_rate_rows", "small_kernel_bytes", "small_kernel_efficiency"):
         assert float(getattr(chip, name)) == pytest.approx(float(getattr(system, name))), name
     assert float(chip.small_kernel_knee) == pytest.approx(17.0)
@@ -94,8 +105,7 @@ def math_inf():
 def test_without_capacity_limits_fractions_follow_bandwidth():
     # Unlimited capacities: the closed form is x_t proportional to effective bandwidth.
     problem, w = _parallel_tier_problem()
-    area_logits = jnp.log(jnp.asarray([0.02, 0.5, 0.48]))
-    chip = cd.design_chip(problem, area_logits)
+    chip = cd.design_chip(problem, _fixed_design(problem))
     big = chip.replace(tiers=chip.tiers.replace(capacity=jnp.full(3, 1e15)))
     bws = jnp.asarray([big.tiers.bandwidth[0], big.pim_bandwidth, big.tiers.bandwidth[2]]) * big.tiers.efficiency
     x = bws / jnp.sum(bws)
@@ -113,8 +123,9 @@ def test_without_capacity_limits_fractions_follow_bandwidth():
 
 @pytest.fixture(scope="module")
 def chat_report():
-    # What `costmodel optimize --model llama-3-8b --batch 1 --context 4096 --area-mm2 814 --tech N5` computes.
-    problem, names = cd.build_problem("llama-3-8b", batch=1, context=4096, area=814e-6, tech="N5")
+    # What `costmodel optimize --model llama-3-8b --batch 1 --context 4096 --logic-area-mm2 814 --tech N5
+    # --stacks auto` computes.
+    problem, names = cd.build_problem("llama-3-8b", batch=1, context=4096, logic_area=814e-6, tech="N5")
     return codesign_report(problem, names)
 
 
@@ -124,7 +135,14 @@ def test_gradient_design_meets_the_grid_with_twenty_times_fewer_evaluations(chat
     assert r["evaluation_ratio"] >= 20
     assert abs(r["soft_to_hard_gap"]) <= 0.02
     d = r["design"]
-    assert sum(d["area_mm2"][p] for p in ("compute", "sram", "pim", "fixed_io")) == pytest.approx(814, rel=1e-4)
+    assert sum(d["logic_die_mm2"][p] for p in ("compute", "sram", "io_and_phys")) == pytest.approx(814, rel=1e-4)
+    # The reported design has whole stacks and whole PIM dies per stack, as the grid's.
+    for design in (d, r["baseline"]["design"]):
+        m = design["dram"]
+        assert m["stacks"] == pytest.approx(round(m["stacks"]), abs=1e-4)
+        assert m["pim_dies_per_stack"] == pytest.approx(round(m["pim_dies_per_stack"]), abs=1e-4)
+        usd = design["price_usd"]
+        assert usd["chip"] == pytest.approx(usd["logic_die"] + usd["stacks"] + usd["packaging"], rel=1e-6)
     for rows in d["placement"].values():
         for fractions in rows.values():
             assert sum(fractions.values()) == pytest.approx(1, abs=1e-5)
@@ -142,6 +160,9 @@ def test_optimize_json_keys(chat_report):
     "args,needle",
     [
         (["optimize", "--area-mm2", "50"], "fixed I/O"),
+        (["optimize", "--logic-area-mm2", "60", "--stacks", "3"], "3 HBM PHYs"),
+        (["optimize", "--budget-usd", "1000"], "--budget-usd 1000: llama-3-8b needs 2 stacks"),
+        (["optimize", "--stacks", "many"], "many"),
         (["optimize", "--model", "llama-3.1-405b", "--chips", "1"], "fit nowhere"),
         (["optimize", "--tech", "N1"], "N1"),
         (["optimize", "--objective", "speed"], "speed"),
@@ -154,17 +175,26 @@ def test_infeasible_requests_are_clear_errors(args, needle, capsys):
     assert needle in err and "Traceback" not in err and "nan" not in err.lower()
 
 
-def test_the_grid_baseline_gives_an_empty_part_no_area_at_all():
-    """Grid points on the simplex's edges are designs without SRAM or PIM: exactly none
-    (the one fractions -> logits rule, `area_logits`), not a sliver of 1e-12."""
+def test_the_grid_covers_the_ends_of_every_design_variable_exactly():
+    """Grid designs at the ends of a range are exactly there (the one fractions -> logits
+    rule): no SRAM, no PIM die or all PIM dies, not a sliver of 1e-12."""
     problem, _ = _parallel_tier_problem()
-    grid = cd.simplex_grid(0.5)
-    assert grid.tolist() == [[0.5, 0.0, 0.5], [0.5, 0.5, 0.0], [1.0, 0.0, 0.0]]
+    assert cd.split_grid(0.5).tolist() == [0.5, 1.0]
+    x = cd.design_grid(problem, 0.5)
+    designs = jax.vmap(lambda v: cd.design_of(problem, v))(x)
+    dies = float(problem.tech.dies_per_stack)
+    assert sorted(set(np.round(np.asarray(designs.pim_share) * dies, 6))) == list(range(int(dies) + 1))
+    assert float(jnp.min(designs.sram_area)) == 0.0
     base = cd.grid_baseline(problem, step=0.5)
-    fractions = np.asarray(jax.nn.softmax(jnp.asarray(base.area_logits)))
-    assert any(np.array_equal(fractions, np.float32(row)) for row in grid), fractions
+    assert any(np.array_equal(np.asarray(base.area_logits), row) for row in np.asarray(x))
     with pytest.raises(ValueError, match="1/N"):
-        cd.simplex_grid(0.3)
+        cd.split_grid(0.3)
+
+
+def test_the_deprecated_area_flag_says_so_on_stderr(capsys):
+    assert main(["optimize", "--area-mm2", "50"]) == 2
+    err = capsys.readouterr().err
+    assert "--area-mm2 is deprecated; read as --logic-area-mm2 50" in err
 
 
 def test_status_is_an_enumeration_and_feasible_follows_it():

@@ -10,13 +10,15 @@ from costmodel.io import InputError, economics_preset, node_for_process
 
 
 def test_technology_md_smoke_test():
-    # 814 mm² at N5, D0 = 0.2/cm², alpha = 3: Y ≈ 0.27, 63.5 sites, ≈ $980 per good die.
+    # 814 mm² at N5, D0 = 0.10/cm² (TSMC 2020, via AnandTech), alpha = 3: Y ≈ 0.49,
+    # 63.5 sites, ≈ $550 per good die; LLMCompass's 0.2/cm² gave Y ≈ 0.27 and ≈ $980.
     e = economics_preset("N5")
     a = 814e-6
-    assert float(e.defect_density) == pytest.approx(0.2e4)
-    assert float(die_yield(a, e.defect_density, e.yield_alpha)) == pytest.approx(0.272, abs=0.002)
+    assert float(e.defect_density) == pytest.approx(0.1e4)
+    assert float(die_yield(a, e.defect_density, e.yield_alpha)) == pytest.approx(0.487, abs=0.002)
     assert float(dies_per_wafer(a, e.wafer_diameter)) == pytest.approx(63.5, abs=0.1)
-    assert float(die_cost(a, e)) == pytest.approx(980, abs=5)
+    assert float(die_cost(a, e)) == pytest.approx(550, abs=5)
+    assert float(die_cost(a, economics_preset("N5", defect_density_per_cm2=0.2))) == pytest.approx(980, abs=5)
 
 
 def test_closed_forms_and_monotonicity():
@@ -77,3 +79,25 @@ def test_overrides_are_validated():
 )
 def test_node_for_process(process, node):
     assert node_for_process(process) == node
+
+
+def test_die_area_for_cost_inverts_the_die_price_with_the_implicit_derivative(x64):
+    from costmodel._core.economics import RETICLE_AREA, die_area_for_cost
+
+    e = economics_preset("N5")
+    for area in (20e-6, 300e-6, 814e-6):
+        assert float(die_area_for_cost(die_cost(area, e), e)) == pytest.approx(area, rel=1e-9)
+    usd = 400.0
+    g = float(jax.grad(lambda u: die_area_for_cost(u, e))(usd))
+    h = 1e-3
+    fd = (float(die_area_for_cost(usd + h, e)) - float(die_area_for_cost(usd - h, e))) / (2 * h)
+    assert g == pytest.approx(fd, rel=1e-5)
+    # Through the prices too: d area / d wafer cost at a fixed budget.
+    ge = jax.grad(lambda e: die_area_for_cost(usd, e))(e)
+    bump = lambda w: die_area_for_cost(usd, economics_preset("N5", wafer_cost_usd=w))
+    fd_w = (float(bump(16988.0 + 1.0)) - float(bump(16988.0 - 1.0))) / 2.0
+    assert float(ge.wafer_cost) == pytest.approx(fd_w, rel=1e-5)
+    # Beyond a reticle-size die the dollars buy no more area.
+    big = float(die_cost(RETICLE_AREA, e)) * 2
+    assert float(die_area_for_cost(big, e)) == pytest.approx(RETICLE_AREA, rel=1e-9)
+    assert float(jax.grad(lambda u: die_area_for_cost(u, e))(big)) == 0.0

@@ -80,7 +80,7 @@ def _problem():
         mix,
         [0.7, 0.3],
         tech,
-        budget=600e-6,
+        logic_area=600e-6,
         n_stacks=2,
         system=cm.chip_preset("h100-sxm"),
         econ=economics_preset("N5"),

@@ -9,13 +9,21 @@ the system price over that count; the energy part is J/token times the price per
 
 All quantities are SI (m², m, 1/m², s, J) and USD.
 
+A co-designed chip (`costmodel._core.area`) is priced part by part: the good logic
+die, the package, and its HBM stacks, each a standard stack's capacity at the price
+per byte plus a premium per PIM die (`stack_cost`); `die_area_for_cost` inverts the
+die price, so a dollar budget can be turned into a die area.
+
 References:
     LLMCompass `supply_chain_model.py` (dies per wafer, negative-binomial yield with
-    α = 3); technology.md worked example (814 mm² at N5, D0 0.2/cm² → Y ≈ 0.27,
-    63.5 sites, ≈ $980 per good die).
+    α = 3). Worked example: 814 mm² at N5 (D0 0.10 /cm², TSMC at its 2020 Technology
+    Symposium as reported by AnandTech, "'Better Yield on 5nm than 7nm': TSMC Update
+    on Defect Rates for N5", 2020-08-25, anandtech.com/show/16028) → Y ≈ 0.49, 63.5 sites, ≈ $550
+    per good die (with LLMCompass's 0.20 /cm² it was Y ≈ 0.27 and ≈ $980).
 """
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 
 from .chip import DRAM, PIM, Chip
@@ -34,6 +42,8 @@ class Economics(eqx.Module):
         wafer_diameter: m.
         packaging_cost: package (interposer, assembly) per chip, USD.
         dram_cost_per_byte: DRAM/HBM (and PIM-DRAM) price, USD/B.
+        pim_die_premium: extra price of a PIM die over a standard DRAM die of the
+            same stack, USD per PIM die.
         energy_price: electricity, USD/J.
         lifetime: service life the chip is amortised over, s.
         utilization: fraction of the lifetime spent decoding, in (0, 1].
@@ -45,6 +55,7 @@ class Economics(eqx.Module):
     wafer_diameter: Scalar
     packaging_cost: Scalar
     dram_cost_per_byte: Scalar
+    pim_die_premium: Scalar
     energy_price: Scalar
     lifetime: Scalar
     utilization: Scalar
@@ -112,7 +123,7 @@ def die_cost(area: RealScalarLike, econ: Economics) -> Scalar:
         >>> from costmodel._core.economics import die_cost
         >>> from costmodel.io import economics_preset
         >>> round(float(die_cost(814e-6, economics_preset("N5"))))
-        982
+        550
     """
     area = jnp.asarray(area, dtype=float)
     sites = dies_per_wafer(area, econ.wafer_diameter)
@@ -120,6 +131,83 @@ def die_cost(area: RealScalarLike, econ: Economics) -> Scalar:
     wafer_area = jnp.pi * (econ.wafer_diameter / 2) ** 2
     wafer_scale = area > wafer_area / 2
     return jnp.where(wafer_scale, econ.wafer_cost, safe_div(econ.wafer_cost, good))
+
+
+SMALLEST_DIE_AREA = 1e-6
+"""Smallest die `die_area_for_cost` returns, m² (1 mm²)."""
+
+RETICLE_AREA = 858e-6
+"""Largest die one exposure prints, m²: the 26 mm x 33 mm reticle field of today's
+scanners (ASML NXT/NXE full field), so the largest a single logic die can be."""
+
+_BISECTION_STEPS = 60
+"""Bisection steps in log area: 60 halvings of ln(858) ≈ 6.8 leave < 1e-17 of relative error."""
+
+
+@jax.custom_jvp
+def die_area_for_cost(usd: RealScalarLike, econ: Economics) -> Scalar:
+    """The die area whose good die costs `usd` (the inverse of `die_cost`), m².
+
+    `die_cost` rises monotonically with the area (fewer sites, lower yield), so the
+    inverse is found by bisection in log area between `SMALLEST_DIE_AREA` and
+    `RETICLE_AREA`, and clamped there: dollars beyond a reticle-size die buy no more
+    die. Its derivative is the implicit function's, `dA = (dusd − ∂c/∂econ · decon) /
+    (∂c/∂A)` (zero where clamped), not the bisection's.
+
+    Args:
+        usd: dollars for one good die.
+        econ: prices (wafer cost, defect density, yield clustering, wafer diameter).
+
+    Examples:
+        >>> from costmodel._core.economics import die_area_for_cost, die_cost
+        >>> from costmodel.io import economics_preset
+        >>> econ = economics_preset("N5")
+        >>> round(float(die_area_for_cost(die_cost(600e-6, econ), econ)) * 1e6, 3)
+        600.0
+    """
+    usd = jnp.asarray(usd, dtype=float)
+    lo = jnp.log(jnp.asarray(SMALLEST_DIE_AREA, usd.dtype))
+    hi = jnp.log(jnp.asarray(RETICLE_AREA, usd.dtype))
+
+    def body(_, bounds):
+        lo, hi = bounds
+        mid = (lo + hi) / 2
+        low = die_cost(jnp.exp(mid), econ) < usd
+        return jnp.where(low, mid, lo), jnp.where(low, hi, mid)
+
+    lo, hi = jax.lax.fori_loop(0, _BISECTION_STEPS, body, (lo, hi))
+    return jnp.exp((lo + hi) / 2)
+
+
+@die_area_for_cost.defjvp
+def _die_area_for_cost_jvp(primals, tangents):
+    usd, econ = primals
+    usd_dot, econ_dot = tangents
+    area = die_area_for_cost(usd, econ)
+    # The implicit function theorem on die_cost(area, econ) = usd.
+    _, dc_da = jax.jvp(lambda a: die_cost(a, econ), (area,), (jnp.ones_like(area),))
+    _, dc_de = jax.jvp(lambda e: die_cost(area, e), (econ,), (econ_dot,))
+    # Clamped at either end, or a flat price: the area does not move.
+    inside = (area > SMALLEST_DIE_AREA * (1 + 1e-6)) & (area < RETICLE_AREA * (1 - 1e-6)) & (dc_da > 0)
+    area_dot = jnp.where(inside, (usd_dot - dc_de) / jnp.where(inside, dc_da, 1.0), 0.0)
+    return area, area_dot
+
+
+def stack_cost(dies: RealScalarLike, die_capacity: RealScalarLike, pim_share: RealScalarLike, econ: Economics):
+    """Price of one HBM stack, USD: its standard capacity at the HBM price per byte,
+    plus the PIM premium for each PIM die.
+
+    A PIM die is the same silicon as a standard die with part of its cell area given
+    to PIM logic, so its capacity is paid in full (what PIM displaces is lost, not
+    refunded) and its logic on top.
+
+    Args:
+        dies: DRAM dies per stack (8 for an 8-high HBM3 stack).
+        die_capacity: bytes of a standard die.
+        pim_share: fraction of the dies that are PIM dies, in [0, 1].
+        econ: `dram_cost_per_byte` and `pim_die_premium`.
+    """
+    return dies * (die_capacity * econ.dram_cost_per_byte + pim_share * econ.pim_die_premium)
 
 
 def chip_cost(chip: Chip, econ: Economics) -> tuple[Scalar, Scalar]:
@@ -130,13 +218,16 @@ def chip_cost(chip: Chip, econ: Economics) -> tuple[Scalar, Scalar]:
     return die + package + memory, die
 
 
-def token_cost(cost: Cost, chip: Chip, econ: Economics) -> TokenCost:
+def token_cost(cost: Cost, chip: Chip, econ: Economics, price: tuple | None = None) -> TokenCost:
     """USD per generated token: amortised system price plus energy.
 
     Args:
         cost: the decode step's cost (peak or sustained), for the whole system.
         chip: one chip of the system (`chip.n_chips` of them).
         econ: prices and operating assumptions.
+        price: (price of one chip, price of its die), USD, where the chip's price is
+            known part by part (a co-designed chip's stacks and PIM dies); by default
+            `chip_cost`.
 
     Returns:
         A `TokenCost`. A chip of unknown area (0) has no die or package price, so
@@ -151,7 +242,7 @@ def token_cost(cost: Cost, chip: Chip, econ: Economics) -> TokenCost:
         >>> 0.05 < float(t.usd_per_million_tokens) < 2  # manufacturing cost, no margin
         True
     """
-    chip_usd, die_usd = chip_cost(chip, econ)
+    chip_usd, die_usd = chip_cost(chip, econ) if price is None else price
     tokens = cost.tokens_per_second * econ.lifetime * econ.utilization
     per_token = safe_div(chip.n_chips, tokens)
     die = die_usd * per_token

@@ -1,8 +1,10 @@
-"""`costmodel optimize`: gradient co-design of area split and placement, against a grid."""
+"""`costmodel optimize`: gradient co-design of a chip (logic die, DRAM stacks with PIM
+dies) and its placement, against a grid over the same design variables."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -10,12 +12,20 @@ from .._core.area import REFERENCE_DIE_AREA
 from .args import add_model_arg, add_scenario_args, positive_int, positive_number, scenario_kwargs, whole_number
 
 
+def stacks_arg(text: str) -> int | str:
+    """`--stacks`: a whole number >= 1, or `auto`."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    return positive_int(text)
+
+
 def add_commands(sub) -> None:
     from ..codesign import OBJECTIVES
 
     p = sub.add_parser(
         "optimize",
-        help="co-design a die's area split and the KV/weight placement by gradient, against a grid baseline",
+        help="co-design a chip (logic die, HBM stacks, PIM share) and the KV/weight placement by gradient, "
+        "against a grid baseline",
     )
     add_model_arg(p)
     add_scenario_args(p)
@@ -23,9 +33,30 @@ def add_commands(sub) -> None:
         "--mix", default=None, help="a workload-mix TOML ([[workloads]] as data/workloads.toml) instead of one point"
     )
     die = REFERENCE_DIE_AREA * 1e6
-    p.add_argument("--area-mm2", type=positive_number, default=die, help=f"die area budget in mm² (default {die:g})")
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument(
+        "--logic-area-mm2",
+        type=positive_number,
+        default=None,
+        help=f"logic die area at the --tech node, mm²: I/O, HBM PHYs, compute and SRAM (default {die:g})",
+    )
+    budget.add_argument(
+        "--budget-usd",
+        type=positive_number,
+        default=None,
+        help="one dollar budget per chip, shared by the logic die (wafer price, yield), the HBM stacks "
+        "(PIM premium included) and packaging",
+    )
+    budget.add_argument(
+        "--area-mm2", type=positive_number, default=None, help="deprecated: the old single budget; use --logic-area-mm2"
+    )
     p.add_argument("--tech", default="N5", help="technology node in data/tech.toml (default N5)")
-    p.add_argument("--stacks", type=positive_int, default=5, help="HBM stacks per chip (default 5)")
+    p.add_argument(
+        "--stacks",
+        type=stacks_arg,
+        default="auto",
+        help="HBM stacks per chip, or auto to co-design their count (default auto)",
+    )
     p.add_argument(
         "--chips", type=positive_int, default=None, help="chips per system (default: fewest that hold the mix)"
     )
@@ -63,11 +94,20 @@ def run_optimize(args: argparse.Namespace, progress: Callable[[int], None] | Non
 
     if not codesign.is_grid_step(args.grid_step):
         raise InputError(f"--grid-step {args.grid_step!r}: expected 1/N for a whole N >= 2 (e.g. 0.02)")
+    logic_area = args.logic_area_mm2
+    if args.area_mm2 is not None:
+        print(
+            f"costmodel optimize: --area-mm2 is deprecated; read as --logic-area-mm2 {args.area_mm2:g} (the logic die: "
+            "I/O, HBM PHYs, compute and SRAM; PIM logic now lives on the DRAM dies, set by the PIM share)",
+            file=sys.stderr,
+        )
+        logic_area = args.area_mm2
     problem, names = codesign.build_problem(
         args.model,
         mix=args.mix,
         **scenario_kwargs(args),
-        area=args.area_mm2 * 1e-6,
+        logic_area=(REFERENCE_DIE_AREA if logic_area is None else logic_area * 1e-6),
+        budget_usd=args.budget_usd,
         tech=args.tech,
         n_stacks=args.stacks,
         chips=args.chips,
@@ -117,22 +157,22 @@ def _print(r: dict[str, Any]) -> None:
     from rich.table import Table
 
     from ..report import si
+    from ..report.codesign import design_rows
 
     console = Console()
     console.print(
-        f"[bold]{r['objective_name']}[/] ({r['objective_units']}) over {', '.join(r['mix'])}, {r['chips']} chip(s)"
+        f"[bold]{r['objective_name']}[/] ({r['objective_units']}) over {', '.join(r['mix'])}, {r['chips']} chip(s), "
+        f"budget: {r['budget']}"
     )
     t = Table("", "gradient design", "grid baseline")
     base = r.get("baseline")
+    rows = design_rows(r["design"])
+    base_rows = design_rows(base["design"]) if base else None
     t.add_row("objective", f"{r['objective']:.5g}", f"{base['objective']:.5g}" if base else "—")
     t.add_row("evaluations", str(r["evaluations"]), str(base["evaluations"]) if base else "—")
     t.add_row("seconds", f"{r['seconds']:.2f}", f"{base['seconds']:.2f}" if base else "—")
-    for part in ("compute", "sram", "pim", "fixed_io"):
-        t.add_row(
-            f"area {part} (mm²)",
-            f"{r['design']['area_mm2'][part]:.1f}",
-            f"{base['design']['area_mm2'][part]:.1f}" if base else "—",
-        )
+    for k, (label, value) in enumerate(rows):
+        t.add_row(label, value, base_rows[k][1] if base_rows else "—")
     for tier in ("sram", "pim", "dram"):
         t.add_row(
             f"{tier} capacity",

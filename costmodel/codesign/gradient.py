@@ -1,4 +1,9 @@
-"""Gradient co-design: Adam on (area logits, placement logits) together.
+"""Gradient co-design: Adam on (design vector, placement logits) together.
+
+The design vector (`DESIGN_VARIABLES`) holds the logic die's compute/SRAM split, the
+PIM share of the DRAM dies, the stack count and the die's share of a dollar budget,
+each relaxed to a continuous variable; the reported design is rounded to whole stacks
+and whole PIM dies per stack and re-evaluated there.
 
 The placement's softmax temperature is annealed from warm to nearly hard, with several
 random restarts in one `vmap`; what overflows SRAM or PIM spills to DRAM (so capacity
@@ -11,6 +16,7 @@ saving is measured.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import Any, cast
@@ -21,18 +27,18 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from .._core.area import AREA_PARTS, area_logits as logits_of_split
+from .._core.area import DESIGN_VARIABLES, area_logits as logits_of_split, design_logits
 from .._core.chip import TIERS
 from .._core.placement import POLICIES, harden_placement, policy_placement, soft_placement
 from .._core.traffic import IS_KV, ROWS, lower_traffic
 from .grid import _policy_at
-from .problem import Problem, design_chip, evaluate_design
+from .problem import Problem, design_chip, design_of, evaluate_design
 from .result import Result, status_of
 
 
 class _Params(eqx.Module):
     # Arrays; the same structure with strings labels the parts for optax.multi_transform.
-    area_logits: Any  # [parts]
+    area_logits: Any  # [design variables] (`DESIGN_VARIABLES`)
     placement_logits: Any  # [points, classes, tiers]
 
 
@@ -75,9 +81,10 @@ def optimize(
         seed: PRNG seed of the starting logits.
         polish: also try each placement policy on the optimised area split and keep
             the best hard placement (one evaluation per policy).
-        train_area: False to optimise the placement alone, on the fixed split
+        train_area: False to optimise the placement alone, on the fixed design
             `area_logits`.
-        area_logits: `[parts]` logits of the fixed split (with `train_area=False`).
+        area_logits: `[5]` fixed design vector (`DESIGN_VARIABLES`, with
+            `train_area=False`).
         refine: Adam steps on the area split alone after the joint run, each with the
             placement the polish's winning policy (else greedy) gives it filled to the byte (`policy_placement`
             with `whole_blocks=False`: continuous in the capacities, so the area has a
@@ -88,6 +95,12 @@ def optimize(
             greedy fill scores best (one of the `refine` evaluations each); a
             `refine` no larger than that count skips it.
         progress: called with the number of steps done (for a progress bar).
+
+    With `polish`, the design is then rounded to whole stacks (when their count is a
+    design variable) and to a whole number of PIM dies per stack (the floor and the
+    ceiling of each), and every rounded design that fits is tried with each policy
+    and with the placement found; the best is reported (`Result.area_logits` is the
+    rounded design vector).
 
     Returns:
         The best restart's hardened design (`Result`); `evaluations` counts cost-model
@@ -156,7 +169,7 @@ def optimize(
         # each): the joint run's best hard design may sit in another basin.
         # The fill is the policy that won the polish (greedy if none did).
         fill = polished_by or "greedy"
-        candidates = jnp.concatenate([params.area_logits, logits_of_split(jnp.asarray(_REFINE_STARTS))])
+        candidates = jnp.concatenate([params.area_logits, _refine_starts()])
         start = int(jnp.argmin(_fill_losses(problem, candidates, penalty, fill)))
         evaluations += len(candidates)
         refined = _refine(problem, candidates[start], refine - len(candidates), learning_rate, penalty, fill)
@@ -168,6 +181,11 @@ def optimize(
             if bool(jnp.all(feas)) and (value < objective or not ok):
                 placements, objective, ok, polished_by = np.asarray(placed), value, True, f"{policy} (refined split)"
                 chosen_area = np.asarray(refined)
+    if polish and train_area:
+        placements, objective, ok, polished_by, chosen_area, extra = _round_design(
+            problem, chosen_area, placements, objective, ok, polished_by
+        )
+        evaluations += extra
     return Result(
         area_logits=chosen_area,
         placements=placements,
@@ -182,9 +200,62 @@ def optimize(
     )
 
 
-_REFINE_STARTS = ((0.1, 0.85, 0.05), (0.1, 0.05, 0.85), (0.5, 0.25, 0.25))
-"""Area splits (compute, SRAM, PIM) the refinement may also start from: an SRAM-heavy,
-a PIM-heavy and a balanced die, so a basin the joint run missed can still be found."""
+_REFINE_STARTS = ((0.1, 0.05), (0.5, 0.85), (0.5, 0.25))
+"""(compute share of the free logic area, PIM share of the DRAM dies) the refinement
+may also start from, with the stack count and the dollar split at the middle of their
+ranges: an SRAM-heavy die without PIM, a PIM-heavy stack and a balanced design, so a
+basin the joint run missed can still be found."""
+
+
+def _refine_starts():
+    c, rho = (jnp.asarray(v) for v in zip(*_REFINE_STARTS))
+    split = logits_of_split(jnp.stack([c, 1.0 - c], axis=-1))
+    rest = jnp.stack([jnp.log(rho) - jnp.log1p(-rho), jnp.zeros_like(c), jnp.zeros_like(c)], axis=-1)
+    return jnp.concatenate([split, rest], axis=-1)
+
+
+def _round_design(problem: Problem, x, placements, objective: float, ok: bool, polished_by):
+    """The design rounded to whole stacks and whole PIM dies per stack (floor and
+    ceiling of each), each tried with the placement found and with every policy.
+
+    Returns:
+        (placements, objective, feasible, polished_by, design vector, evaluations).
+    """
+    tech = problem.tech
+    design = design_of(problem, jnp.asarray(x))
+    dies = round(float(tech.dies_per_stack))
+    rho = float(design.pim_share) * dies
+    shares = sorted({math.floor(rho + 1e-6), math.ceil(rho - 1e-6)})
+    n = float(design.stacks)
+    top = round(float(tech.max_stacks))
+    stacks = sorted({min(max(math.floor(n + 1e-6), 1), top), min(max(math.ceil(n - 1e-6), 1), top)})
+    if problem.stacks == "fixed":
+        stacks = [float(problem.n_stacks)]
+    compute = float(jax.nn.softmax(jnp.asarray(x)[:2])[0])
+    usd = float(problem.budget_usd) if problem.budget == "usd" else 0.0
+    best = (None, np.inf, False, polished_by, np.asarray(x))
+    evaluations = 0
+    for k in shares:
+        for m in stacks:
+            cand = design_logits(compute, k / dies, m, tech, problem.econ, budget_usd=usd)
+            if not bool(design_of(problem, cand).logic_fits):
+                continue
+            value, _, costs = evaluate_design(problem, cand, jnp.asarray(placements))
+            evaluations += 1
+            tried = [(float(value), bool(jnp.all(costs.feasible)), np.asarray(placements), polished_by)]
+            for policy in POLICIES:
+                metric, feas, placed = _policy_at(problem, cand, policy)
+                evaluations += 1
+                tried.append(
+                    (float(jnp.sum(problem.weights * metric)), bool(jnp.all(feas)), np.asarray(placed), policy)
+                )
+            for value, feas, placed, by in tried:
+                if (feas and (value < best[1] or not best[2])) or (best[0] is None):
+                    best = (placed, value, feas, by, np.asarray(cand))
+    if best[0] is None:  # no rounded design fits the die: keep the relaxed one
+        return placements, objective, ok, polished_by, np.asarray(x), evaluations
+    placed, value, feas, by, cand = best
+    return placed, value, feas, by, cand, evaluations
 
 
 def _fill_loss(problem: Problem, area, penalty, policy: str):
@@ -227,21 +298,23 @@ def _refine(problem: Problem, area, steps: int, learning_rate: float, penalty: f
 
 _STARTS = (
     (1, 0, 0),  # SRAM-heavy die, everything asked of SRAM
-    (2, 2, 1),  # PIM-heavy die, KV in PIM, weights in DRAM
+    (2, 2, 1),  # PIM-heavy stacks, KV in PIM, weights in DRAM
     (1, 0, 1),  # SRAM-heavy die, weights in SRAM, KV in PIM
     (0, 2, 2),  # compute-heavy die, everything in DRAM
-    (2, 1, 1),  # PIM-heavy die, everything asked of PIM
-    (None, 0, 2),  # balanced die, weights in SRAM, KV in DRAM
+    (2, 1, 1),  # PIM-heavy stacks, everything asked of PIM
+    (None, 0, 2),  # balanced design, weights in SRAM, KV in DRAM
 )
-"""(area part, weight tier, KV tier) each restart leans toward, in turn: starts that
-ask SRAM or PIM for data give those parts' areas a gradient from the first step."""
+"""(design variable, weight tier, KV tier) each restart leans toward, in turn: starts
+that ask SRAM or PIM for data give the SRAM area and the PIM share a gradient from
+the first step."""
 
 
 def _starts(problem: Problem, restarts: int, seed: int) -> _Params:
     """Diverse starting points (`_STARTS`) plus Gaussian noise."""
     key_a, key_p = jax.random.split(jax.random.key(seed))
     shape = (problem.n_points, len(ROWS), len(TIERS))
-    area = 0.3 * jax.random.normal(key_a, (restarts, len(AREA_PARTS)))
+    area = 0.3 * jax.random.normal(key_a, (restarts, len(DESIGN_VARIABLES)))
+    area = area.at[:, 2].add(-1.0)  # PIM share σ(-1) ≈ 0.27 unless leaned toward
     placement = 0.3 * jax.random.normal(key_p, (restarts, *shape))
     is_kv = np.asarray(IS_KV)
     for k in range(restarts):

@@ -1,5 +1,8 @@
-"""The grid baseline of co-design: every area split on a simplex grid, each with the
-best hard placement policy, all evaluated in one `vmap`."""
+"""The grid baseline of co-design: every design on a grid over the same variables as
+the gradient's (the logic die's compute/SRAM split, the PIM share of the DRAM dies on
+multiples of 1/dies, and whole stacks when the count is free; under a dollar budget
+the die gets what the stacks leave), each with the best hard placement policy, all
+evaluated in one `vmap`."""
 
 from __future__ import annotations
 
@@ -12,44 +15,58 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core.area import area_logits
+from .._core.area import design_logits
 from .._core.placement import POLICIES, policy_placement
 from .._core.traffic import lower_traffic
-from .problem import Problem, _cost, _metric, design_chip
+from .problem import Problem, _cost, _metric, design_chip, design_of
 from .result import Result, status_of
 
 
 def is_grid_step(step: float) -> bool:
-    """Whether `step` is 1/N for a whole N >= 2: a step that tiles the simplex."""
+    """Whether `step` is 1/N for a whole N >= 2: a step that tiles the unit interval."""
     return 0 < step <= 0.5 and math.isclose(1 / step, round(1 / step))
 
 
-def simplex_grid(step: float = 0.02, min_compute: float | None = None) -> np.ndarray:
-    """Area fractions (compute, SRAM, PIM) on a simplex grid with the given step.
-
-    Designs without compute are left out (they cannot decode); the smallest compute
-    share is one step unless `min_compute` says otherwise.
-    """
+def split_grid(step: float = 0.02) -> np.ndarray:
+    """Compute shares of the logic die's free area on a grid (SRAM takes the rest):
+    `step, 2·step, …, 1` (a die without compute cannot decode)."""
     if not is_grid_step(step):
         raise ValueError(f"step {step!r}: expected 1/N for a whole N >= 2 (e.g. 0.02)")
     n = round(1 / step)
-    lo = round((min_compute if min_compute is not None else step) / step)
-    pts = [(i, j, n - i - j) for i in range(lo, n + 1) for j in range(0, n - i + 1)]
-    return np.asarray(pts, dtype=np.float64) / n
+    return np.arange(1, n + 1, dtype=np.float64) / n
+
+
+def design_grid(problem: Problem, step: float = 0.02) -> jax.Array:
+    """Every grid design of the problem that fits, as `[designs, 5]` design vectors.
+
+    The axes: the compute share (`split_grid(step)`), the PIM share on multiples of
+    1/`dies_per_stack`, and, with `stacks="auto"`, every whole stack count from 1 to
+    `max_stacks`. A design whose logic die cannot hold its I/O and PHYs (or, under a
+    dollar budget, whose stacks leave nothing for the die) is left out.
+    """
+    tech = problem.tech
+    dies = round(float(tech.dies_per_stack))
+    stacks = np.arange(1, round(float(tech.max_stacks)) + 1) if problem.stacks == "auto" else [float(problem.n_stacks)]
+    c, rho, n = np.meshgrid(split_grid(step), np.arange(dies + 1) / dies, np.asarray(stacks, float), indexing="ij")
+    usd = float(problem.budget_usd) if problem.budget == "usd" else 0.0
+    x = design_logits(c.ravel(), rho.ravel(), n.ravel(), tech, problem.econ, budget_usd=usd)
+    designs = jax.vmap(lambda v: design_of(problem, v))(x)
+    ok = np.asarray(designs.logic_fits) & np.isfinite(np.asarray(designs.die_usd))
+    if problem.budget == "usd" and problem.stacks == "auto":
+        ok &= np.asarray(x[:, 4]) > -np.inf  # the stacks leave dollars for the die
+    return x[np.flatnonzero(ok)]
 
 
 def grid_baseline(problem: Problem, *, step: float = 0.02, policies: Sequence[str] = POLICIES) -> Result:
-    """Best design over a simplex grid of area splits, with the best hard placement
-    policy at every grid point (and for every mix point separately).
+    """Best design over the grid (`design_grid`), with the best hard placement policy
+    at every grid point (and for every mix point separately).
 
     Returns:
-        The best feasible grid design (`Result`); `evaluations` = grid points x
-        policies x mix points... counted as grid points x policies (each evaluates
-        the whole mix once).
+        The best feasible grid design (`Result`); `evaluations` counts grid points x
+        policies (each evaluates the whole mix once).
     """
     t0 = time.perf_counter()
-    grid = jnp.asarray(simplex_grid(step), dtype=float)
-    logits = area_logits(grid)  # an empty part gets no area at all
+    logits = design_grid(problem, step)
     per_policy = [_grid_policy(problem, logits, policy) for policy in policies]
     metric = jnp.stack([m for m, _, _ in per_policy])  # [policies, grid, points]
     feasible = jnp.stack([f for _, f, _ in per_policy])
@@ -67,7 +84,7 @@ def grid_baseline(problem: Problem, *, step: float = 0.02, policies: Sequence[st
         objective=obj,
         soft_objective=obj,
         status=status_of(math.isfinite(obj)),
-        evaluations=int(grid.shape[0]) * len(policies),
+        evaluations=int(logits.shape[0]) * len(policies),
         seconds=time.perf_counter() - t0,
         history=np.asarray([obj]),
     )
@@ -75,12 +92,13 @@ def grid_baseline(problem: Problem, *, step: float = 0.02, policies: Sequence[st
 
 def _policy_at(problem: Problem, area_logits, policy: str):
     """Per mix point: (metric, feasible, placement) of a policy on one area split."""
-    chip = design_chip(problem, area_logits)
+    design = design_of(problem, area_logits)
+    chip = design_chip(problem, area_logits, design)
 
     def point(workload):
         placement = policy_placement(policy, lower_traffic(workload), chip)
         cost = _cost(problem, workload, chip, placement)
-        return _metric(problem, cost, chip), cost.feasible, placement
+        return _metric(problem, cost, chip, design), cost.feasible, placement
 
     return jax.vmap(point)(problem.workloads)
 

@@ -1,8 +1,10 @@
-"""A co-design problem: a die-area budget, a technology, a system and a weighted mix.
+"""A co-design problem: a logic die and DRAM stacks under an area or dollar budget,
+a technology, a system and a weighted mix.
 
 `make_problem` assembles one from workloads and constants; `build_problem` from
 preset names, a mix file and plain numbers (what `costmodel optimize` and the main
-job pass), with the co-design's own system-sizing rule (`design_system_chips`).
+job pass), with the co-design's own system-sizing rule (`design_system_chips`) and
+one-line errors for budgets that cannot hold the workload.
 """
 
 from __future__ import annotations
@@ -15,10 +17,18 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .._core.area import REFERENCE_DIE_AREA, Technology, chip_from_area, fixed_area
-from .._core.chip import Chip
+from .._core.area import (
+    MIN_FREE_AREA,
+    REFERENCE_DIE_AREA,
+    Design,
+    Technology,
+    chip_from_design,
+    design_point,
+    fixed_area,
+)
+from .._core.chip import DRAM, PIM, SRAM, Chip
 from .._core.cost import Cost, decode_cost
-from .._core.economics import Economics, token_cost
+from .._core.economics import RETICLE_AREA, Economics, die_cost, stack_cost, token_cost
 from .._core.power import sustained_cost
 from .._core.traffic import lower_traffic
 from .._core.workload import AccessProfile, Workload
@@ -27,37 +37,49 @@ from ..io import InputError, chip_info, economics_preset, load_mix, load_model, 
 
 
 OBJECTIVES = ("latency", "energy", "cost")
+BUDGETS = ("area", "usd")
+STACKS = ("fixed", "auto")
+
+DEFAULT_STACKS = 5
+"""Stacks that size the system under `--stacks auto` (`design_system_chips`), as on an
+H100 SXM (5 HBM3 stacks)."""
 
 
 class Problem(eqx.Module):
-    """A co-design problem: a die budget, a technology and a weighted workload mix.
+    """A co-design problem: budgets, a technology and a weighted workload mix.
 
     Attributes:
         workloads: the mix, stacked along a leading axis of `points`.
         weights: `[points]` share of decode steps at each point (sums to 1).
         tech: technology constants.
-        budget: die area, m².
-        n_stacks: HBM stacks per chip.
+        logic_area: logic die area, m² (`budget="area"`).
+        budget_usd: dollars per chip for logic die, stacks and package (`budget="usd"`).
+        n_stacks: HBM stacks per chip (`stacks="fixed"`; under `"auto"` unused).
         tensor_parallel: chips per system (each a copy of the design).
         system: a reference chip whose system parameters the design shares: links,
             all-reduce and hop latency, per-layer kernel overhead, compute and
-            memory efficiency, channel overlap and power cap.
-        econ: prices and operating assumptions (for the cost objective).
+            memory efficiency, the kernels' efficiencies, channel overlap and power cap.
+        econ: prices and operating assumptions (the design's price, the cost objective).
         objective: one of `OBJECTIVES`.
         sustained: evaluate under the power cap (`sustained_cost`) instead of at
             full clock.
+        budget: one of `BUDGETS`: a logic-die area (and stacks), or one dollar budget.
+        stacks: one of `STACKS`: `n_stacks`, or the stack count as a design variable.
     """
 
     workloads: Workload
     weights: jax.Array
     tech: Technology
-    budget: jax.Array
+    logic_area: jax.Array
+    budget_usd: jax.Array
     n_stacks: jax.Array
     tensor_parallel: jax.Array
     system: Chip
     econ: Economics
     objective: str = eqx.field(static=True)
     sustained: bool = eqx.field(static=True)
+    budget: str = eqx.field(static=True, default="area")
+    stacks: str = eqx.field(static=True, default="fixed")
 
     @property
     def n_points(self) -> int:
@@ -69,41 +91,81 @@ def make_problem(
     weights: Sequence[float],
     tech: Technology,
     *,
-    budget: float,
-    n_stacks: float = 5,
+    logic_area: float = REFERENCE_DIE_AREA,
+    budget_usd: float | None = None,
+    n_stacks: float | str = 5,
     tensor_parallel: float = 1,
     system: Chip,
     econ: Economics,
     objective: str = "latency",
     sustained: bool = False,
 ) -> Problem:
+    """A `Problem` from workloads and constants.
+
+    Args:
+        workloads, weights: the mix points and their shares of decode steps.
+        tech: technology constants.
+        logic_area: logic die area, m² (ignored with `budget_usd`).
+        budget_usd: one dollar budget per chip instead of `logic_area`.
+        n_stacks: HBM stacks per chip, or `"auto"` for a design variable.
+        tensor_parallel: chips per system.
+        system: the reference chip (`Problem.system`).
+        econ: prices.
+        objective: one of `OBJECTIVES`.
+        sustained: optimise under the power cap.
+    """
     if objective not in OBJECTIVES:
         raise ValueError(f"objective {objective!r}: expected one of {OBJECTIVES}")
     w = jnp.asarray(weights, dtype=float)
     f = lambda x: jnp.asarray(x, dtype=float)
+    auto = n_stacks == "auto"
     return Problem(
         workloads=jax.tree.map(lambda *xs: jnp.stack(xs), *workloads),
         weights=w / jnp.sum(w),
         tech=tech,
-        budget=f(budget),
-        n_stacks=f(n_stacks),
+        logic_area=f(logic_area),
+        budget_usd=f(budget_usd or 0.0),
+        n_stacks=f(tech.max_stacks if auto else n_stacks),
         tensor_parallel=f(tensor_parallel),
         system=system,
         econ=econ,
         objective=objective,
         sustained=sustained,
+        budget="usd" if budget_usd is not None else "area",
+        stacks="auto" if auto else "fixed",
     )
 
 
-def design_chip(problem: Problem, area_logits) -> Chip:
-    """The chip an area split gives, in the problem's system."""
-    ref = problem.system
-    chip = chip_from_area(
-        problem.budget,
-        area_logits,
+def design_of(problem: Problem, x) -> Design:
+    """The `Design` a design vector (`DESIGN_VARIABLES`) gives under the problem's budget."""
+    return design_point(
+        x,
         problem.tech,
+        problem.econ,
+        logic_area=problem.logic_area,
+        budget_usd=problem.budget_usd,
         n_stacks=problem.n_stacks,
+        budget=problem.budget,
+        stacks=problem.stacks,
+    )
+
+
+def design_chip(problem: Problem, x, design: Design | None = None) -> Chip:
+    """The chip a design vector gives, in the problem's system: the reference chip's
+    links, overheads, efficiencies (compute, memory of SRAM and DRAM, the kernels',
+    the KV stream's), overlap and power cap."""
+    ref = problem.system
+    design = design_of(problem, x) if design is None else design
+    # SRAM and DRAM reach the reference's kernel efficiencies; the PIM units reach
+    # their derated bank rate (`Technology.pim_derate`: power limit and refresh).
+    efficiency = jnp.stack(
+        [ref.tiers.efficiency[SRAM], jnp.ones_like(ref.tiers.efficiency[PIM]), ref.tiers.efficiency[DRAM]]
+    )
+    chip = chip_from_design(
+        design,
+        problem.tech,
         compute_efficiency=ref.compute_efficiency,
+        memory_efficiency=efficiency,
         kernel_overhead=ref.kernel_overhead,
         overlap=ref.overlap,
         power_cap=ref.power_cap,
@@ -115,6 +177,7 @@ def design_chip(problem: Problem, area_logits) -> Chip:
         hop_latency=ref.hop_latency,
         # The kernel efficiencies of the system's compute die (a calibrated chip's).
         attention_efficiency=ref.attention_efficiency,
+        attention_stream_efficiency=ref.attention_stream_efficiency,
         half_rate_rows=ref.half_rate_rows,
         small_kernel_bytes=ref.small_kernel_bytes,
         small_kernel_efficiency=ref.small_kernel_efficiency,
@@ -130,17 +193,19 @@ def _cost(problem: Problem, workload: Workload, chip: Chip, placement) -> Cost:
     return decode_cost(workload, chip, placement)
 
 
-def _metric(problem: Problem, cost: Cost, chip: Chip):
-    """Per-point figure of merit: s per step, J per token, or $ per token."""
+def _metric(problem: Problem, cost: Cost, chip: Chip, design: Design):
+    """Per-point figure of merit: s per step, J per token, or $ per token (the design's
+    price: good logic die, stacks with their PIM premium, package)."""
     if problem.objective == "latency":
         return cost.seconds_per_step
     if problem.objective == "energy":
         return cost.joules_per_token
-    return token_cost(cost, chip, problem.econ).usd_per_token
+    return token_cost(cost, chip, problem.econ, price=(design.chip_usd, design.die_usd)).usd_per_token
 
 
 def evaluate_design(problem: Problem, area_logits, placements):
-    """The mix objective of one design: weighted mean of the per-point metric.
+    """The mix objective of one design (a vector of `DESIGN_VARIABLES`): weighted mean
+    of the per-point metric.
 
     Returns:
         (objective, overflow, per-point costs), where overflow is what the placement
@@ -149,9 +214,10 @@ def evaluate_design(problem: Problem, area_logits, placements):
         there; counting the ask as well keeps a gradient on a placement that asks a
         slow, full tier for more than it holds).
     """
-    chip = design_chip(problem, area_logits)
+    design = design_of(problem, area_logits)
+    chip = design_chip(problem, area_logits, design)
     costs = jax.vmap(lambda w, p: _cost(problem, w, chip, p))(problem.workloads, placements)
-    metric = jax.vmap(lambda c: _metric(problem, c, chip))(costs)
+    metric = jax.vmap(lambda c: _metric(problem, c, chip, design))(costs)
     objective = jnp.sum(problem.weights * metric)
     stored = jax.vmap(lambda w: lower_traffic(w).stored_bytes)(problem.workloads)  # [points, classes]
     asked = jnp.einsum("pct,pc->pt", placements, stored) / chip.n_chips
@@ -217,8 +283,8 @@ def design_system_chips(stored: float, tech: Technology, n_stacks: int, chips: i
     """Chips per co-designed system: `chips`, or by default the fewest whose HBM holds the
     largest mix point with `DRAM_HEADROOM` to spare.
 
-    The all-compute design's DRAM must hold the largest point, with 30% headroom: PIM
-    area displaces DRAM capacity, and the optimiser should be free to buy some.
+    The all-DRAM design's stacks must hold the largest point, with 30% headroom: PIM
+    dies hold less than standard ones, and the optimiser should be free to buy some.
 
     Args:
         stored: bytes the largest mix point stores (weights and KV cache), B.
@@ -241,6 +307,33 @@ def design_system_chips(stored: float, tech: Technology, n_stacks: int, chips: i
     return chips
 
 
+def _usd(x: float) -> str:
+    return f"${x:,.0f}"
+
+
+def _check_budget_usd(
+    budget_usd: float, n_stacks: int | str, stored_per_chip: float, tech: Technology, econ: Economics, what: str
+) -> None:
+    """One line naming the dollar budget and what the workload needs, if it cannot hold it."""
+    needed = max(1, math.ceil(stored_per_chip / float(tech.stack_capacity)))
+    stacks = needed if n_stacks == "auto" else int(n_stacks)
+    max_stacks = int(tech.max_stacks)
+    if n_stacks == "auto" and stacks > max_stacks:
+        raise InputError(
+            f"--budget-usd {budget_usd:g}: {what} needs {stacks} stacks per chip, more than the {max_stacks} a "
+            "logic die connects; use more --chips"
+        )
+    stacks_usd = stacks * float(stack_cost(tech.dies_per_stack, tech.die_capacity, 0.0, econ))
+    die_usd = float(die_cost(float(fixed_area(tech, stacks)) + MIN_FREE_AREA, econ))
+    package = float(econ.packaging_cost)
+    if budget_usd < stacks_usd + die_usd + package:
+        raise InputError(
+            f"--budget-usd {budget_usd:g}: {what} needs {stacks} stacks ({_usd(stacks_usd)}) + the smallest die "
+            f"({_usd(die_usd)}, I/O and {stacks} HBM PHYs) + packaging ({_usd(package)}) = "
+            f"{_usd(stacks_usd + die_usd + package)}"
+        )
+
+
 def build_problem(
     model: str = "llama-3-8b",
     *,
@@ -250,16 +343,17 @@ def build_problem(
     prefix: float = 0,
     weights: str = "bf16",
     kv: str = "bf16",
-    area: float = REFERENCE_DIE_AREA,
+    logic_area: float | None = REFERENCE_DIE_AREA,
+    budget_usd: float | None = None,
     tech: str = "N5",
-    n_stacks: int = 5,
+    n_stacks: int | str = "auto",
     chips: int | None = None,
     system: str = "h100-sxm",
     objective: str = "latency",
     power_cap: float | None = None,
     profile: str | AccessProfile = "dense",
 ) -> tuple[Problem, list[str]]:
-    """The co-design problem for a model (or a mix) on a die budget, from names and numbers.
+    """The co-design problem for a model (or a mix) under a budget, from names and numbers.
 
     Args:
         model, batch, context, prefix, weights, kv: the one mix point, when `mix` is None
@@ -267,10 +361,13 @@ def build_problem(
         mix: a workload-mix TOML instead of one point.
         profile: the KV access profile of every point (a preset id, a TOML path or an
             `AccessProfile`), an input like the batch and the context.
-        area: die area budget, m².
-        tech: technology node (`data/tech.toml`); it also prices the cost objective.
-        n_stacks: HBM stacks per chip.
-        chips: chips per system; by default `design_system_chips` sizes it.
+        logic_area: logic die area budget, m² (the H100's 814 mm² by default).
+        budget_usd: one dollar budget per chip (logic die, stacks, package) instead.
+        tech: technology node (`data/tech.toml`); it also prices the design.
+        n_stacks: HBM stacks per chip, or `"auto"` (a design variable, up to the
+            stacks the die's edge and area hold).
+        chips: chips per system; by default `design_system_chips` sizes it (with
+            `DEFAULT_STACKS` stacks under `"auto"`).
         system: chip preset whose links, overheads and efficiencies the design shares.
         objective: one of `OBJECTIVES`.
         power_cap: W per chip: optimise the sustained figures under it (None: at full clock).
@@ -279,32 +376,61 @@ def build_problem(
         (problem, the mix points' names).
 
     Raises:
-        InputError: an unknown preset or unreadable file, an area that does not cover the
-            fixed I/O and PHYs, or a mix that no system of at most `MAX_SYSTEM_CHIPS` holds.
+        InputError: an unknown preset or unreadable file, an area that does not hold
+            the fixed I/O and PHYs, a dollar budget that cannot buy the stacks the
+            workload needs with the smallest die and the package, or a mix that no
+            system of at most `MAX_SYSTEM_CHIPS` holds (each in one line).
     """
     points = mix_workloads(
         mix, model=model, batch=batch, context=context, prefix=prefix, weights=weights, kv=kv, profile=profile
     )
     technology = tech_preset(tech)
-    fixed = float(fixed_area(technology, n_stacks))
-    if area <= fixed:
-        raise InputError(
-            f"--area-mm2 {area * 1e6:g}: expected more than the fixed I/O and {n_stacks} HBM PHYs "
-            f"({fixed * 1e6:.1f} mm² at {tech})"
-        )
+    econ = economics_preset(tech)
+    auto = n_stacks == "auto"
+    io, phy = float(technology.io_area), float(technology.phy_area)
+    sizing = DEFAULT_STACKS if auto else int(n_stacks)
+    if budget_usd is None:
+        if logic_area is None:
+            raise ValueError("build_problem: give logic_area or budget_usd")
+        fits = math.floor((logic_area - io - MIN_FREE_AREA) / phy) if phy > 0 else int(technology.max_stacks)
+        if auto:
+            if fits < 1:
+                raise InputError(
+                    f"--logic-area-mm2 {logic_area * 1e6:g}: expected more than the fixed I/O and one HBM PHY "
+                    f"({(io + phy) * 1e6:.1f} mm² at {tech})"
+                )
+            top = min(int(technology.max_stacks), fits)
+            technology = eqx.tree_at(lambda t: t.max_stacks, technology, jnp.asarray(float(top)))
+            sizing = min(sizing, top)
+        elif logic_area - float(fixed_area(technology, sizing)) < MIN_FREE_AREA:
+            raise InputError(
+                f"--logic-area-mm2 {logic_area * 1e6:g}: expected more than the fixed I/O and {sizing} HBM PHYs "
+                f"({float(fixed_area(technology, sizing)) * 1e6:.1f} mm² at {tech})"
+            )
     reference = chip_info(system).chip
     if power_cap is not None:
         reference = reference.replace(power_cap=power_cap)
     stored = max(float(jnp.sum(lower_traffic(w).stored_bytes)) for _, w, _ in points)
+    if budget_usd is not None and auto and chips is not None:
+        # The dollars buy the stacks: `_check_budget_usd` says whether they hold the mix.
+        tensor_parallel = design_system_chips(0.0, technology, sizing, chips)
+    else:
+        tensor_parallel = design_system_chips(stored, technology, sizing, chips)
+    if budget_usd is not None:
+        what = model if mix is None else "the mix"
+        if tensor_parallel > 1:
+            what += f" on {tensor_parallel} chips"
+        _check_budget_usd(budget_usd, n_stacks, stored / tensor_parallel, technology, econ, what)
     problem = make_problem(
         [w for _, w, _ in points],
         [wt for _, _, wt in points],
         technology,
-        budget=area,
-        n_stacks=n_stacks,
-        tensor_parallel=design_system_chips(stored, technology, n_stacks, chips),
+        logic_area=logic_area if logic_area is not None else RETICLE_AREA,
+        budget_usd=budget_usd,
+        n_stacks="auto" if auto else int(n_stacks),
+        tensor_parallel=tensor_parallel,
         system=reference,
-        econ=economics_preset(tech),
+        econ=econ,
         objective=objective,
         sustained=power_cap is not None,
     )

@@ -10,12 +10,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core.area import AREA_PARTS, area_split, fixed_area
 from .._core.chip import TIERS
 from .._core.placement import class_placement
 from .._core.traffic import CLASSES, lower_traffic
 from .._core.workload import BITS16
-from .problem import Problem, design_chip
+from .problem import Problem, design_chip, design_of
 
 
 class DesignStatus(eqx.Enumeration):
@@ -30,7 +29,7 @@ class DesignStatus(eqx.Enumeration):
 class Result:
     """A design and what it cost to find."""
 
-    area_logits: np.ndarray
+    area_logits: np.ndarray  # [5] design vector (`DESIGN_VARIABLES`)
     placements: np.ndarray  # [points, rows, tiers], hard
     objective: float  # of the hard design
     soft_objective: float  # before hardening
@@ -53,9 +52,19 @@ def status_of(feasible: bool) -> DesignStatus:
 
 
 def describe(problem: Problem, result: Result, names: Sequence[str]) -> dict:
-    """A JSON-ready description of a design: areas, tiers, placement (SI units)."""
-    chip = design_chip(problem, jnp.asarray(result.area_logits))
-    areas = np.asarray(area_split(problem.budget, jnp.asarray(result.area_logits), problem.tech, problem.n_stacks))
+    """A JSON-ready description of a design an architect can read.
+
+    Returns:
+        `logic_die_mm2` (compute, SRAM, I/O and PHYs, total: logic-process mm²),
+        `dram` (stacks, dies per stack, PIM dies per stack and the PIM share, PIM and
+        DRAM capacity, the PIM logic in DRAM-process mm², never on the logic die),
+        `price_usd` per good chip (logic die, stacks with the PIM premium, packaging,
+        chip), the 16-bit peak, the tiers and the placement per mix point (SI units
+        elsewhere).
+    """
+    x = jnp.asarray(result.area_logits)
+    d = design_of(problem, x)
+    chip = design_chip(problem, x, d)
     tiers = {
         tier: {
             "capacity_bytes": float(chip.tiers.capacity[i]),
@@ -65,11 +74,28 @@ def describe(problem: Problem, result: Result, names: Sequence[str]) -> dict:
     }
     tiers["pim"]["internal_bandwidth_bytes_per_second"] = float(chip.pim_bandwidth)
     tiers["pim"]["flops"] = float(chip.pim_flops)
+    dies = float(problem.tech.dies_per_stack)
     return {
-        "area_mm2": {
-            **{part: float(a) * 1e6 for part, a in zip(AREA_PARTS, areas)},
-            "fixed_io": float(fixed_area(problem.tech, problem.n_stacks)) * 1e6,
-            "total": float(problem.budget) * 1e6,
+        "logic_die_mm2": {
+            "compute": float(d.compute_area) * 1e6,
+            "sram": float(d.sram_area) * 1e6,
+            "io_and_phys": float(d.fixed_area) * 1e6,
+            "total": float(d.logic_area) * 1e6,
+        },
+        "dram": {
+            "stacks": float(d.stacks),
+            "dies_per_stack": dies,
+            "pim_share": float(d.pim_share),
+            "pim_dies_per_stack": float(d.pim_share) * dies,
+            "pim_capacity_bytes": float(chip.tiers.capacity[1]),
+            "dram_capacity_bytes": float(chip.tiers.capacity[2]),
+            "pim_logic_mm2_dram_process": float(d.pim_logic_area) * 1e6,
+        },
+        "price_usd": {
+            "logic_die": float(d.die_usd),
+            "stacks": float(d.stacks_usd),
+            "packaging": float(d.packaging_usd),
+            "chip": float(d.chip_usd),
         },
         "peak_flops_16bit": float(chip.peak_flops[BITS16]),
         "tiers": tiers,

@@ -51,6 +51,7 @@ def codesign_report(
         "sustained": problem.sustained,
         "mix": names,
         "chips": int(problem.tensor_parallel),
+        "budget": budget_text(problem),
         "design": codesign.describe(problem, result, names),
         "objective": result.objective,
         "soft_objective": result.soft_objective,
@@ -80,6 +81,32 @@ def codesign_report(
     return report
 
 
+def design_rows(d: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, value) rows of a design (`codesign.describe`) an architect reads."""
+    a, m, usd = d["logic_die_mm2"], d["dram"], d["price_usd"]
+    return [
+        ("logic die (mm²)", f"{a['total']:.0f}"),
+        ("  compute / SRAM / I/O+PHYs (mm²)", f"{a['compute']:.0f} / {a['sram']:.0f} / {a['io_and_phys']:.0f}"),
+        ("HBM stacks", f"{m['stacks']:.3g} x {m['dies_per_stack']:.0f} dies"),
+        ("PIM dies per stack (share)", f"{m['pim_dies_per_stack']:.3g} ({100 * m['pim_share']:.0f}%)"),
+        ("PIM / DRAM capacity (GB)", f"{m['pim_capacity_bytes'] / 1e9:.1f} / {m['dram_capacity_bytes'] / 1e9:.1f}"),
+        ("PIM logic (DRAM-process mm²)", f"{m['pim_logic_mm2_dram_process']:.0f}"),
+        ("$ per good chip", f"{usd['chip']:,.0f}"),
+        (
+            "  die / stacks / packaging ($)",
+            f"{usd['logic_die']:,.0f} / {usd['stacks']:,.0f} / {usd['packaging']:,.0f}",
+        ),
+    ]
+
+
+def budget_text(problem: codesign.Problem) -> str:
+    """The problem's budget in words: the logic die's area or the dollars, and the stacks."""
+    stacks = "stacks co-designed" if problem.stacks == "auto" else f"{float(problem.n_stacks):g} stacks"
+    if problem.budget == "usd":
+        return f"${float(problem.budget_usd):,.0f} per chip (logic die, stacks, packaging), {stacks}"
+    return f"logic die {float(problem.logic_area) * 1e6:g} mm², {stacks}"
+
+
 def plot_codesign(report: dict[str, Any], path: str | Path) -> None:
     """Writes the objective along the run (against the hard design and the grid) and the
     area split of each design, as a PNG."""
@@ -98,17 +125,27 @@ def plot_codesign(report: dict[str, Any], path: str | Path) -> None:
     ax1.set_yscale("log")
     ax1.legend(fontsize=8)
     ax1.set_title("objective along the optimisation")
-    parts = ["compute", "sram", "pim", "fixed_io"]
+    parts = ["compute", "sram", "io_and_phys"]
     designs = [("gradient", report["design"])] + (
         [("grid", report["baseline"]["design"])] if "baseline" in report else []
     )
     bottom = [0.0] * len(designs)
     for part in parts:
-        vals = [d["area_mm2"][part] for _, d in designs]
+        vals = [d["logic_die_mm2"][part] for _, d in designs]
         ax2.bar([n for n, _ in designs], vals, bottom=bottom, label=part)
         bottom = [b + v for b, v in zip(bottom, vals)]
-    ax2.set_ylabel("mm²")
-    ax2.set_title("area split")
+    for k, (_, d) in enumerate(designs):
+        m = d["dram"]
+        ax2.annotate(
+            f"{m['stacks']:.0f} stacks, {m['pim_dies_per_stack']:.0f}/{m['dies_per_stack']:.0f} PIM dies\n"
+            f"${d['price_usd']['chip']:,.0f}",
+            (k, bottom[k]),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
+    ax2.set_ylabel("logic-die mm²")
+    ax2.set_title("logic die split (stacks and PIM above)")
     ax2.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -21,7 +21,7 @@ from typing import Any
 from .. import codesign
 from ..io import atomic_write, chip_presets, data_dir, load_mix
 from ..validate import evaluate_rows, summarize
-from .codesign import codesign_report, plot_codesign
+from .codesign import codesign_report, design_rows, plot_codesign
 from .parity import parity_plot
 from .presets import evaluate_presets_on_mix, plot_presets, presets_table
 from .provenance import provenance, shipped_inputs
@@ -59,8 +59,9 @@ def validation_stage(out: Path) -> dict[str, Any]:
 
 
 def codesign_stage(out: Path, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
-    """Co-designs a die for the default workload mix (`costmodel optimize --mix
-    data/workloads.toml` with every other default); writes `codesign.png`."""
+    """Co-designs a chip for the default workload mix (`costmodel optimize --mix
+    data/workloads.toml` with every other default: an 814 mm² N5 logic die, the stack
+    count and PIM share co-designed); writes `codesign.png`."""
     problem, names = codesign.build_problem(mix=data_dir() / "workloads.toml")
     report = codesign_report(problem, names, steps=CODESIGN_STEPS, progress=progress)
     plot_codesign(report, out / "codesign.png")
@@ -85,15 +86,16 @@ def main_job_markdown(report: dict[str, Any]) -> str:
     parts.append(presets_table(report["presets"]))
     parts.append("\n![presets](presets.png)\n")
     cd = report["codesign"]
-    a, b = cd["design"]["area_mm2"], cd["baseline"]["design"]["area_mm2"]
-    parts.append("## 4. Co-designed area split for the mix\n")
+    ours, grid = design_rows(cd["design"]), design_rows(cd["baseline"]["design"])
+    parts.append("## 4. Co-designed chip for the mix\n")
     parts.append(
-        f"Objective: {cd['objective_name']} ({cd['objective_units']}), mix {', '.join(cd['mix'])}, {cd['chips']} chip(s).\n\n"
+        f"Objective: {cd['objective_name']} ({cd['objective_units']}), mix {', '.join(cd['mix'])}, {cd['chips']} chip(s); "
+        f"budget: {cd['budget']}.\n\n"
         "| | gradient design | grid baseline |\n|---|---|---|\n"
         f"| objective | {cd['objective']:.5g} | {cd['baseline']['objective']:.5g} |\n"
         f"| evaluations | {cd['evaluations']} | {cd['baseline']['evaluations']} |\n"
-        f"| area compute / SRAM / PIM (mm²) | {a['compute']:.0f} / {a['sram']:.0f} / {a['pim']:.0f} | "
-        f"{b['compute']:.0f} / {b['sram']:.0f} / {b['pim']:.0f} |\n\n"
+        + "".join(f"| {label.strip()} | {v} | {g} |\n" for (label, v), (_, g) in zip(ours, grid))
+        + "\n"
         f"Gap to the grid {100 * cd['gap']:+.2f}% with {cd['evaluation_ratio']:.1f}x fewer evaluations; "
         f"soft-to-hard gap {100 * cd['soft_to_hard_gap']:+.2f}%.\n\n![codesign](codesign.png)\n"
     )
