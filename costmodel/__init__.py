@@ -20,6 +20,8 @@ from ._core.channels import (
     kernel_efficiency as kernel_efficiency,
     overlapped_seconds as overlapped_seconds,
     pim_seconds as pim_seconds,
+    softmax_bytes as softmax_bytes,
+    softmax_seconds as softmax_seconds,
     stream_seconds as stream_seconds,
     tier_joules as tier_joules,
 )

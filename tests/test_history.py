@@ -46,6 +46,12 @@ def _sram_chip(sram=2e9):
 # --- the dense profile is the model before buckets -------------------------------------
 
 
+PIM_PHYSICS_CHANGED = {"hbm-pim-gpu"}
+"""Presets whose costs issue 15 changed on purpose after the golden file was made (the
+host softmax's round trip over the PIM dies' links, PIM and host work in sequence, the
+PIM ALUs' own energy): left out of the comparison."""
+
+
 @pytest.mark.skipif(not GOLDEN.exists(), reason="golden file not generated")
 def test_dense_profile_reproduces_the_model_before_buckets(x64):
     """Every preset, three models (dense, sliding-window, MoE), two scenarios, four
@@ -59,6 +65,8 @@ def test_dense_profile_reproduces_the_model_before_buckets(x64):
     rounded = []
     for key, want in golden.items():
         chip, model, k, policy = key.split("|")
+        if chip in PIM_PHYSICS_CHANGED:
+            continue
         try:
             cost = cm.evaluate(model, chip, placement=None if policy == "None" else policy, **g.SCENARIOS[int(k)]).cost
         except cm.InputError as e:

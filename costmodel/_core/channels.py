@@ -66,10 +66,12 @@ def kernel_efficiency(kernel_bytes, chip: Chip):
 
 
 def class_stream_efficiency(traffic: Traffic, chip: Chip) -> PerClass:
-    """`kernel_efficiency` of each block class: the fraction of the SRAM and DRAM
-    bandwidth its kernels stream at, over one chip's share of their operands (each
-    chip holds 1/tp of every matrix and cache)."""
-    return kernel_efficiency(traffic.kernel_bytes / chip.tensor_parallel, chip)
+    """Fraction of the SRAM and DRAM bandwidth each block class's kernels stream at:
+    the `kernel_efficiency` of one chip's share of their operands (each chip holds
+    1/tp of every matrix and cache), times `Chip.attention_stream_efficiency` for
+    the KV classes (decode attention gathers pages of many sequences)."""
+    kv = jnp.where(jnp.asarray(CLASS_IS_KV), chip.attention_stream_efficiency, 1.0)
+    return kv * kernel_efficiency(traffic.kernel_bytes / chip.tensor_parallel, chip)
 
 
 def flop_rate(chip: Chip, precision, attention, rows):
@@ -129,6 +131,42 @@ def pim_seconds(pim_bytes, pim_flops, chip: Chip):
     return p_norm(jnp.stack([memory, math], axis=-1), chip.overlap)
 
 
+def softmax_bytes(pim_attention_flops, workload: Workload, chip: Chip):
+    """Bytes a host softmax moves over the PIM tier's external links, B.
+
+    PIM units compute the scores `QKᵀ` and the context `PV` (GEMVs) but not the
+    softmax between them unless the design puts it beside them (`Chip.pim_softmax`;
+    AttAcc runs it on the HBM buffer die); otherwise every score leaves the PIM dies
+    and its probability comes back: two activation-sized elements per score, and
+    there is one score per `4 x head_dim` attention FLOPs (QKᵀ and PV each do a
+    `head_dim` multiply-add per score).
+
+    Args:
+        pim_attention_flops: attention FLOPs done in the PIM units, FLOP.
+
+    References:
+        S. Lee et al., "Hardware Architecture and Software Stack for PIM Based on
+        Commercial DRAM Technology", ISCA 2021 (HBM-PIM's PCU: FP16 multiply, add and
+        multiply-add, no exponential); J. Park et al., "AttAcc! Unleashing the Power
+        of PIM for Batched Transformer-based Generative Model Inference", ASPLOS
+        2024 (softmax on the buffer die).
+    """
+    m, s = workload.model, workload.scenario
+    scores = pim_attention_flops / (4.0 * m.head_dim)
+    return (1.0 - chip.pim_softmax) * 2.0 * scores * s.activation_bytes
+
+
+def softmax_seconds(host_bytes, pim_attention_share, workload: Workload, chip: Chip):
+    """Time of a host softmax over attention held in PIM: `host_bytes` over the PIM
+    tier's external bandwidth (`Tiers.bandwidth x efficiency`), serial with the PIM
+    kernels it sits between, plus one round trip of the tier's latency per layer
+    (scores out, probabilities in), weighted by the share of the attention FLOPs done
+    in PIM, s."""
+    link = seconds(host_bytes, chip.tiers.effective_bandwidth[PIM])
+    round_trips = (1.0 - chip.pim_softmax) * workload.model.n_layers * chip.tiers.latency[PIM]
+    return link + pim_attention_share * round_trips
+
+
 def compute_seconds(flops, rate, sram_share, dram_share, feed, parallel: RealScalarLike = 1.0):
     """Seconds the compute die needs for `flops` whose operands stream from SRAM and DRAM.
 
@@ -149,13 +187,21 @@ def overlapped_seconds(sram, pim, dram, compute, chip: Chip):
 
     PIM that shares the DRAM channels (`Chip.pim_serial`) runs serially with normal
     DRAM reads (IANUS, ASPLOS 2024); the channels then overlap through the p-norm at
-    `Chip.overlap` (1: fully serial, large: fully overlapped). Every argument may have
-    batch axes (one exponent for all of them).
+    `Chip.overlap` (1: fully serial, large: fully overlapped). That overlap needs
+    the host and the PIM units to have independent work: within one batch, a layer's
+    FFN on the host waits for its attention in PIM, so only the share
+    `Chip.pim_pipelined` of the PIM time that sub-batch interleaving hides (AttAcc,
+    ASPLOS 2024; NeuPIMs, ASPLOS 2024) overlaps; the rest adds to the host's time.
+    Every argument may have batch axes (one exponent for all of them).
     """
-    pim_alone = (1.0 - chip.pim_serial) * pim
-    dram_and_pim = dram + chip.pim_serial * pim
-    channels = jnp.stack(jnp.broadcast_arrays(sram, pim_alone, dram_and_pim, compute), axis=-1)
-    return p_norm(channels, jnp.broadcast_to(chip.overlap, channels.shape[:-1]))
+
+    def overlap(*times):
+        channels = jnp.stack(jnp.broadcast_arrays(*times), axis=-1)
+        return p_norm(channels, jnp.broadcast_to(chip.overlap, channels.shape[:-1]))
+
+    pipelined = overlap(sram, (1.0 - chip.pim_serial) * pim, dram + chip.pim_serial * pim, compute)
+    one_after_the_other = overlap(sram, dram, compute) + pim
+    return chip.pim_pipelined * pipelined + (1.0 - chip.pim_pipelined) * one_after_the_other
 
 
 def access_seconds(accesses, shares, latency, overhead):
@@ -190,13 +236,18 @@ def pipeline_seconds(chip: Chip) -> Scalar:
 # --- channel energies -----------------------------------------------------------------
 
 
-def tier_joules(tier_bytes: PerTier, chip: Chip) -> PerTier:
-    """Energy of the bytes each tier serves: SRAM and DRAM at `Tiers.energy_per_byte`,
-    the PIM tier at its internal access energy `Chip.pim_energy_per_byte`, J."""
+def tier_joules(tier_bytes: PerTier, chip: Chip, host_bytes: RealScalarLike = 0.0) -> PerTier:
+    """Energy of the bytes each tier serves: SRAM and DRAM at `Tiers.energy_per_byte`;
+    the PIM tier at its internal access energy `Chip.pim_energy_per_byte`, plus the
+    `host_bytes` its external links carry (`softmax_bytes`) at its
+    `Tiers.energy_per_byte`, J."""
     joules = tier_bytes * chip.tiers.energy_per_byte
-    return joules.at[PIM].set(tier_bytes[PIM] * chip.pim_energy_per_byte)
+    pim = tier_bytes[PIM] * chip.pim_energy_per_byte + host_bytes * chip.tiers.energy_per_byte[PIM]
+    return joules.at[PIM].set(pim)
 
 
-def compute_joules(flops, precision, chip: Chip) -> Scalar:
-    """Dynamic energy of the FLOPs, each at its precision's `Chip.energy_per_flop`, J."""
-    return jnp.sum(flops * chip.energy_per_flop[precision])
+def compute_joules(flops, precision, chip: Chip, pim_flops: RealScalarLike = 0.0) -> Scalar:
+    """Dynamic energy of the FLOPs: the compute die's `flops` (per class) at their
+    precision's `Chip.energy_per_flop`, and the PIM units' `pim_flops` at
+    `Chip.pim_energy_per_flop`, J."""
+    return jnp.sum(flops * chip.energy_per_flop[precision]) + pim_flops * chip.pim_energy_per_flop

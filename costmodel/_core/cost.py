@@ -2,7 +2,8 @@
 
 Per step, each tier serves the bytes its share of each block class is read (and
 written) with; SRAM and DRAM stream them to the compute die, while the PIM tier
-computes on the bytes it holds (attention where its KV sits). The compute die does
+computes on the bytes it holds (attention where its KV sits), sending the scores to
+a host softmax and back unless the softmax sits beside it. The compute die does
 the remaining FLOPs. The four channels overlap, and serial terms (per-layer latency,
 kernel overhead, all-reduces and pipeline hops) add on top. Each channel's time and
 energy formula lives in `costmodel._core.channels`; this module assembles them.
@@ -15,7 +16,7 @@ from . import channels as ch
 from .chip import DRAM, PIM, SRAM, Chip
 from .numerics import safe_div
 from .placement import spill
-from .traffic import class_sum, lower_traffic
+from .traffic import CLASS_IS_KV, class_sum, lower_traffic
 from .types import BoolScalar, IntScalar, PerTier, PlacementMatrix, Scalar
 from .workload import Workload
 
@@ -109,8 +110,17 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     slow = jnp.sum(moved / ch.class_stream_efficiency(traffic, chip)[:, None], axis=0)
     stream = ch.stream_seconds(slow / tp, tiers)
     pim_flops = jnp.sum(flops[:, PIM])
+    # Attention in PIM sends its scores to a host softmax and takes the probabilities
+    # back over the PIM dies' external links (none when the softmax sits beside them).
+    kv_flops = jnp.where(jnp.asarray(CLASS_IS_KV)[:, None], flops, 0.0)
+    pim_attention = jnp.sum(kv_flops[:, PIM])
+    host_bytes = ch.softmax_bytes(pim_attention, workload, chip)
+    pim_share = safe_div(pim_attention, jnp.sum(kv_flops))
+    pim_seconds = ch.pim_seconds(group_bytes[PIM], pim_flops / tp, chip) + ch.softmax_seconds(
+        host_bytes / tp, pim_share, workload, chip
+    )
     is_pim = jnp.arange(stream.shape[-1]) == PIM
-    tier_seconds = jnp.where(is_pim, ch.pim_seconds(group_bytes[PIM], pim_flops / tp, chip), stream)
+    tier_seconds = jnp.where(is_pim, pim_seconds, stream)
 
     # The compute die does the FLOPs on the bytes SRAM and DRAM stream to it, each at
     # the rate it sustains on operands from that tier (`compute_feed`); the shares are
@@ -126,8 +136,9 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     serial = latency + ch.allreduce_seconds(workload, chip) + ch.pipeline_seconds(chip)
     seconds = parallel + serial
 
-    tier_joules = ch.tier_joules(tier_bytes, chip)
-    compute_joules = ch.compute_joules(class_sum(traffic.flops), traffic.precision.astype(jnp.int32), chip)
+    tier_joules = ch.tier_joules(tier_bytes, chip, host_bytes)
+    host_flops = jnp.sum(flops, axis=-1) - flops[:, PIM]  # [classes]
+    compute_joules = ch.compute_joules(host_flops, traffic.precision.astype(jnp.int32), chip, pim_flops)
     static_joules = chip.static_power * n * seconds
     joules = jnp.sum(tier_joules) + compute_joules + static_joules
 

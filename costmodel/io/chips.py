@@ -75,20 +75,23 @@ def _tier_fields(section: str, tier: int, capacity_key: str, capacity_scale: flo
             t("efficiency", "fraction", 1.0, "efficiency"),
             t("compute_feed", "fraction", 1.0, "compute_feed", default=1.0),
         )
-    # PIM-held FLOPs run in the PIM units: there is no compute feed on that tier.
+    # PIM-held FLOPs run in the PIM units: there is no compute feed on that tier. The
+    # tier's bandwidth and energy per byte are its external links' (what a host
+    # softmax moves); the PIM units read their banks at the internal ones.
+    pim = lambda key, kind, scale, name, default=None, sweep=None: ChipField(
+        key, section, kind, scale, (((name,), None),), default, sweep
+    )
     return (
         *common,
-        ChipField(
-            "energy_pj_per_byte",
-            section,
-            "nonneg",
-            1e-12,
-            ((("tiers", "energy_per_byte"), tier), (("pim_energy_per_byte",), None)),
-        ),
+        t("energy_pj_per_byte", "nonneg", 1e-12, "energy_per_byte"),
         t("efficiency", "fraction", 1.0, "efficiency"),
-        ChipField("internal_bandwidth_GBps", section, "positive", 1e9, ((("pim_bandwidth",), None),), sweep="nonneg"),
-        ChipField("tflops", section, "positive", 1e12, ((("pim_flops",), None),), sweep="nonneg"),
-        ChipField("serial_with_dram", section, "unit", 1.0, ((("pim_serial",), None),), default=0.0),
+        pim("internal_bandwidth_GBps", "positive", 1e9, "pim_bandwidth", sweep="nonneg"),
+        pim("internal_energy_pj_per_byte", "nonneg", 1e-12, "pim_energy_per_byte"),
+        pim("tflops", "positive", 1e12, "pim_flops", sweep="nonneg"),
+        pim("energy_pj_per_flop", "nonneg", 1e-12, "pim_energy_per_flop"),
+        pim("serial_with_dram", "unit", 1.0, "pim_serial", default=0.0),
+        pim("softmax_in_memory", "unit", 1.0, "pim_softmax"),
+        pim("pipelined", "unit", 1.0, "pim_pipelined"),
     )
 
 
@@ -111,6 +114,7 @@ CHIP_SCHEMA: tuple[ChipField, ...] = (
     _top("area_mm2", "nonneg", 1e-6, ("area",), default=0.0),
     _top("overlap", "overlap", 1.0, ("overlap",), default=DEFAULT_OVERLAP),
     _top("attention_efficiency", "fraction", 1.0, ("attention_efficiency",), default=1.0),
+    _top("attention_stream_efficiency", "fraction", 1.0, ("attention_stream_efficiency",), default=1.0),
     _top("half_rate_rows", "nonneg", 1.0, ("half_rate_rows",), default=0.0),
     _top("small_kernel_MB", "nonneg", 1e6, ("small_kernel_bytes",), default=0.0),
     _top("small_kernel_efficiency", "fraction", 1.0, ("small_kernel_efficiency",), default=1.0),
