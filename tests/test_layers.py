@@ -132,12 +132,12 @@ CORE_ORDER = (
     "workload",
     "traffic",
     "chip",
-    "area",
     "channels",
     "placement",
     "cost",
     "power",
     "economics",
+    "area",
 )
 """The core's modules in the order data flows through them (`costmodel/_core/__init__.py`)."""
 
