@@ -4,10 +4,13 @@ Run: `python benchmarks/codesign_bench.py [--seeds 0 1 2] [--profile topk] [--gr
 [--workloads 0 1] [--out benchmarks/codesign_results.json]`.
 
 Each row is what `costmodel optimize --model M --batch B --context L --weights F --kv F
---area-mm2 814 --tech N5 --seed S --profile P` computes (`codesign.build_problem` and
-`report.codesign.codesign_report`: latency objective, 6 restarts x 50 Adam steps, then
-the policy polish), against the 2% simplex grid with the best of the five placement
-policies at each point.
+--logic-area-mm2 814 --stacks auto --tech N5 --seed S --profile P` computes
+(`codesign.build_problem` and `report.codesign.codesign_report`: latency objective,
+6 restarts x 45 Adam steps, the policy polish, the area refinement, then the rounding
+to whole stacks and whole PIM dies), against the grid over the same design variables
+(compute/SRAM split in 2% steps x PIM dies per stack 0..8 x 1..6 stacks) with the
+best of the five placement policies at each point. `--budget-usd B` replaces the
+logic-die area by one dollar budget per chip.
 """
 
 import argparse
@@ -31,21 +34,32 @@ def main():
     p.add_argument("--profile", default="dense", help="KV access profile of every workload (data/profiles.toml)")
     p.add_argument("--grid-step", type=float, default=0.02, help="simplex step of the grid baseline")
     p.add_argument("--workloads", type=int, nargs="+", default=None, help="indices into WORKLOADS (default all)")
+    p.add_argument("--budget-usd", type=float, default=None, help="one dollar budget per chip instead of 814 mm²")
     p.add_argument("--out", default=None)
     args = p.parse_args()
     chosen = [WORKLOADS[i] for i in args.workloads] if args.workloads is not None else WORKLOADS
     rows = []
     print(
-        "| workload | seed | chips | ours (s/step) | grid (s/step) | gap | soft→hard | evaluations ours / grid | ratio | seconds ours / grid | polished by | area compute/SRAM/PIM mm² (ours) | (grid) |"
+        "| workload | seed | chips | ours (s/step) | grid (s/step) | gap | soft→hard | evaluations ours / grid | ratio "
+        "| seconds ours / grid | polished by | compute/SRAM/IO mm², stacks, PIM dies/stack, $ (ours) | (grid) |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for seed in args.seeds:
         for model, batch, context, fmt in chosen:
             problem, names = build_problem(
-                model, batch=batch, context=context, weights=fmt, kv=fmt, area=814e-6, tech="N5", profile=args.profile
+                model,
+                batch=batch,
+                context=context,
+                weights=fmt,
+                kv=fmt,
+                logic_area=814e-6,
+                budget_usd=args.budget_usd,
+                n_stacks="auto",
+                tech="N5",
+                profile=args.profile,
             )
             r = codesign_report(problem, names, seed=seed, grid_step=args.grid_step)
-            a, b = r["design"]["area_mm2"], r["baseline"]["design"]["area_mm2"]
+            a, b = r["design"], r["baseline"]["design"]
             row = {
                 "model": model,
                 "batch": batch,
@@ -53,6 +67,7 @@ def main():
                 "format": fmt,
                 "seed": seed,
                 "profile": args.profile,
+                "budget": r["budget"],
                 "grid_step": args.grid_step,
                 **{
                     k: r[k]
@@ -71,20 +86,28 @@ def main():
                     )
                 },
                 "baseline": {k: r["baseline"][k] for k in ("objective", "evaluations", "seconds")},
-                "area_mm2": a,
-                "baseline_area_mm2": b,
+                "design": {k: a[k] for k in ("logic_die_mm2", "dram", "price_usd")},
+                "baseline_design": {k: b[k] for k in ("logic_die_mm2", "dram", "price_usd")},
             }
             rows.append(row)
             print(
                 f"| {model} b{batch} ctx{context} {fmt} | {seed} | {r['chips']} | {r['objective']:.5g} | {r['baseline']['objective']:.5g} | "
                 f"{100 * r['gap']:+.2f}% | {100 * r['soft_to_hard_gap']:+.2f}% | {r['evaluations']} / {r['baseline']['evaluations']} | "
                 f"{r['evaluation_ratio']:.1f}x | {r['seconds']:.1f} / {r['baseline']['seconds']:.1f} | {r['polished_by'] or '—'} | "
-                f"{a['compute']:.0f}/{a['sram']:.0f}/{a['pim']:.0f} | {b['compute']:.0f}/{b['sram']:.0f}/{b['pim']:.0f} |",
+                f"{_short(a)} | {_short(b)} |",
                 flush=True,
             )
     if args.out:
         with open(args.out, "w") as f:
             json.dump(rows, f, indent=2)
+
+
+def _short(d):
+    a, m = d["logic_die_mm2"], d["dram"]
+    return (
+        f"{a['compute']:.0f}/{a['sram']:.0f}/{a['io_and_phys']:.0f}, {m['stacks']:.0f}, "
+        f"{m['pim_dies_per_stack']:.0f}, ${d['price_usd']['chip']:,.0f}"
+    )
 
 
 if __name__ == "__main__":

@@ -97,8 +97,9 @@ def optimize(
         progress: called with the number of steps done (for a progress bar).
 
     With `polish`, the design is then rounded to whole stacks (when their count is a
-    design variable) and to a whole number of PIM dies per stack (the floor and the
-    ceiling of each), and every rounded design that fits is tried with each policy
+    design variable: the floor, the ceiling and the most) and to a whole number of PIM
+    dies per stack (the floor, the ceiling, none and all), and every rounded design
+    that fits is tried with each policy
     and with the placement found; the best is reported (`Result.area_logits` is the
     rounded design vector).
 
@@ -215,8 +216,9 @@ def _refine_starts():
 
 
 def _round_design(problem: Problem, x, placements, objective: float, ok: bool, polished_by):
-    """The design rounded to whole stacks and whole PIM dies per stack (floor and
-    ceiling of each), each tried with the placement found and with every policy.
+    """The design rounded to whole stacks (floor, ceiling, the most) and whole PIM dies
+    per stack (floor, ceiling, none, all), each tried with the placement found and
+    with every policy.
 
     Returns:
         (placements, objective, feasible, polished_by, design vector, evaluations).
@@ -225,33 +227,46 @@ def _round_design(problem: Problem, x, placements, objective: float, ok: bool, p
     design = design_of(problem, jnp.asarray(x))
     dies = round(float(tech.dies_per_stack))
     rho = float(design.pim_share) * dies
-    shares = sorted({math.floor(rho + 1e-6), math.ceil(rho - 1e-6)})
+    # The floor and ceiling of the PIM dies per stack, and no PIM and all PIM: the PIM
+    # share's landscape has a basin at each end (PIM serial with DRAM on one side,
+    # PIM's bank bandwidth on the other) that the relaxation may sit on the wrong side of.
+    shares = sorted({0, math.floor(rho + 1e-6), math.ceil(rho - 1e-6), dies})
     n = float(design.stacks)
     top = round(float(tech.max_stacks))
-    stacks = sorted({min(max(math.floor(n + 1e-6), 1), top), min(max(math.ceil(n - 1e-6), 1), top)})
+    stacks = sorted({min(max(math.floor(n + 1e-6), 1), top), min(max(math.ceil(n - 1e-6), 1), top), top})
     if problem.stacks == "fixed":
         stacks = [float(problem.n_stacks)]
     compute = float(jax.nn.softmax(jnp.asarray(x)[:2])[0])
     usd = float(problem.budget_usd) if problem.budget == "usd" else 0.0
-    best = (None, np.inf, False, polished_by, np.asarray(x))
+    best: tuple[Any, float, bool, str | None, np.ndarray] = (None, np.inf, False, polished_by, np.asarray(x))
     evaluations = 0
+
+    def attempt(k: int, m: float) -> bool:
+        """Tries PIM dies `k` per stack on `m` stacks; whether some placement fits."""
+        nonlocal best, evaluations
+        cand = design_logits(compute, k / dies, m, tech, problem.econ, budget_usd=usd)
+        if not bool(design_of(problem, cand).logic_fits):
+            return False
+        value, _, costs = evaluate_design(problem, cand, jnp.asarray(placements))
+        evaluations += 1
+        tried = [(float(value), bool(jnp.all(costs.feasible)), np.asarray(placements), polished_by)]
+        for policy in POLICIES:
+            metric, feas, placed = _policy_at(problem, cand, policy)
+            evaluations += 1
+            tried.append((float(jnp.sum(problem.weights * metric)), bool(jnp.all(feas)), np.asarray(placed), policy))
+        for value, feas, placed, by in tried:
+            if (feas and (value < best[1] or not best[2])) or (best[0] is None):
+                best = (placed, value, feas, by, np.asarray(cand))
+        return any(feas for _, feas, _, _ in tried)
+
     for k in shares:
         for m in stacks:
-            cand = design_logits(compute, k / dies, m, tech, problem.econ, budget_usd=usd)
-            if not bool(design_of(problem, cand).logic_fits):
-                continue
-            value, _, costs = evaluate_design(problem, cand, jnp.asarray(placements))
-            evaluations += 1
-            tried = [(float(value), bool(jnp.all(costs.feasible)), np.asarray(placements), polished_by)]
-            for policy in POLICIES:
-                metric, feas, placed = _policy_at(problem, cand, policy)
-                evaluations += 1
-                tried.append(
-                    (float(jnp.sum(problem.weights * metric)), bool(jnp.all(feas)), np.asarray(placed), policy)
-                )
-            for value, feas, placed, by in tried:
-                if (feas and (value < best[1] or not best[2])) or (best[0] is None):
-                    best = (placed, value, feas, by, np.asarray(cand))
+            attempt(k, m)
+    # A relaxed share whose floor overflows capacity (PIM dies hold less): fewer PIM
+    # dies, one at a time, down to the first count that holds the mix.
+    for k in range(math.floor(rho + 1e-6) - 1, 0, -1):
+        if any([attempt(k, m) for m in stacks]):
+            break
     if best[0] is None:  # no rounded design fits the die: keep the relaxed one
         return placements, objective, ok, polished_by, np.asarray(x), evaluations
     placed, value, feas, by, cand = best
