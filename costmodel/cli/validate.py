@@ -15,6 +15,12 @@ def add_commands(subparsers) -> None:
     p.add_argument("--table", default=None, help="measurement table (default data/measurements/measurements.toml)")
     p.add_argument("--frameworks", default=None, help="framework profiles (default data/frameworks.toml)")
     p.add_argument(
+        "--pim",
+        action="store_true",
+        help="the published PIM results instead: each paper's headline ratio against its own baseline "
+        "(data/measurements/pim.toml; with --table, another PIM table)",
+    )
+    p.add_argument(
         "--check",
         action="store_true",
         help="exit 1 if a held-out group misses its target (median APE 15%% batch-1 GPU and Apple, "
@@ -29,6 +35,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from .. import validate as v
     from ..report import dumps
 
+    if args.pim:
+        return _cmd_validate_pim(args)
     rows = v.load_rows(args.table)
     frameworks = v.load_frameworks(args.frameworks)
     results = v.evaluate_rows(rows, frameworks)
@@ -46,6 +54,44 @@ def cmd_validate(args: argparse.Namespace) -> int:
     missed = v.missed_targets(summary)
     if args.check and missed:
         print("costmodel validate: targets missed: " + "; ".join(missed), file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cmd_validate_pim(args: argparse.Namespace) -> int:
+    import sys
+
+    from .. import validate_pim as vp
+    from ..report import dumps
+
+    results = vp.evaluate_pim_rows(vp.load_pim_rows(args.table))
+    missed = [r.row.id for r in results if not r.within]
+    if args.json:
+        print(dumps({"target": vp.TARGET, "missed": missed, "rows": [vp.pim_record(r) for r in results]}))
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        t = Table("row", "quantity", "paper", "model", "error", "PIM system", "baseline", "source", title="PIM results")
+        for r in results:
+            layout = lambda s, x: f"{s.chip} x{x.tensor_parallel * x.pipeline_parallel} b{s.batch:g}"
+            t.add_row(
+                r.row.id,
+                r.row.quantity,
+                f"{r.row.value:.3g}",
+                f"{r.predicted:.3g}",
+                f"{r.error:+.1%}",
+                layout(r.row.pim, r.pim),
+                layout(r.row.baseline, r.baseline),
+                r.row.where.split(":")[0].split(" (")[0],
+            )
+        Console(width=200).print(t)
+        print(
+            f"{len(results) - len(missed)} of {len(results)} rows within {vp.TARGET:.0%}; the notes of each row "
+            "(data/measurements/pim.toml) give the reason for a miss"
+        )
+    if args.check and missed:
+        print(f"costmodel validate --pim: rows outside {vp.TARGET:.0%}: " + ", ".join(missed), file=sys.stderr)
         return 1
     return 0
 
