@@ -95,27 +95,29 @@ def run_optimize(args: argparse.Namespace, progress: Callable[[int], None] | Non
     if not codesign.is_grid_step(args.grid_step):
         raise InputError(f"--grid-step {args.grid_step!r}: expected 1/N for a whole N >= 2 (e.g. 0.02)")
     logic_area = args.logic_area_mm2
-    if args.area_mm2 is not None:
-        print(
-            f"costmodel optimize: --area-mm2 is deprecated; read as --logic-area-mm2 {args.area_mm2:g} (the logic die: "
-            "I/O, HBM PHYs, compute and SRAM; PIM logic now lives on the DRAM dies, set by the PIM share)",
-            file=sys.stderr,
-        )
+    deprecated = args.area_mm2 is not None
+    if deprecated:
         logic_area = args.area_mm2
-    problem, names = codesign.build_problem(
-        args.model,
-        mix=args.mix,
-        **scenario_kwargs(args),
-        logic_area=(REFERENCE_DIE_AREA if logic_area is None else logic_area * 1e-6),
-        budget_usd=args.budget_usd,
-        tech=args.tech,
-        n_stacks=args.stacks,
-        chips=args.chips,
-        system=args.system,
-        objective=args.objective,
-        power_cap=args.power_cap,
-    )
-    return codesign_report(
+    try:
+        problem, names = codesign.build_problem(
+            args.model,
+            mix=args.mix,
+            **scenario_kwargs(args),
+            logic_area=(REFERENCE_DIE_AREA if logic_area is None else logic_area * 1e-6),
+            budget_usd=args.budget_usd,
+            tech=args.tech,
+            n_stacks=args.stacks,
+            chips=args.chips,
+            system=args.system,
+            objective=args.objective,
+            power_cap=args.power_cap,
+        )
+    except InputError as e:
+        # One line, as every error: the deprecation goes into it.
+        raise InputError(
+            f"{e} (--area-mm2 is deprecated and read as --logic-area-mm2)" if deprecated else str(e)
+        ) from e
+    report = codesign_report(
         problem,
         names,
         restarts=args.restarts,
@@ -126,6 +128,13 @@ def run_optimize(args: argparse.Namespace, progress: Callable[[int], None] | Non
         baseline=not args.no_baseline,
         progress=progress,
     )
+    if deprecated:
+        print(
+            f"costmodel optimize: --area-mm2 is deprecated; read as --logic-area-mm2 {args.area_mm2:g} (the logic die: "
+            "I/O, HBM PHYs, compute and SRAM; PIM logic now lives on the DRAM dies, set by the PIM share)",
+            file=sys.stderr,
+        )
+    return report
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:

@@ -217,8 +217,8 @@ def _refine_starts():
 
 def _round_design(problem: Problem, x, placements, objective: float, ok: bool, polished_by):
     """The design rounded to whole stacks (floor, ceiling, the most) and whole PIM dies
-    per stack (floor, ceiling, none, all), each tried with the placement found and
-    with every policy.
+    per stack (every count), each tried with the placement found and with every
+    policy; then the compute share around the relaxed one at the best whole design.
 
     Returns:
         (placements, objective, feasible, polished_by, design vector, evaluations).
@@ -226,11 +226,10 @@ def _round_design(problem: Problem, x, placements, objective: float, ok: bool, p
     tech = problem.tech
     design = design_of(problem, jnp.asarray(x))
     dies = round(float(tech.dies_per_stack))
-    rho = float(design.pim_share) * dies
     # The floor and ceiling of the PIM dies per stack, and no PIM and all PIM: the PIM
     # share's landscape has a basin at each end (PIM serial with DRAM on one side,
     # PIM's bank bandwidth on the other) that the relaxation may sit on the wrong side of.
-    shares = sorted({0, math.floor(rho + 1e-6), math.ceil(rho - 1e-6), dies})
+    shares = range(dies + 1)
     n = float(design.stacks)
     top = round(float(tech.max_stacks))
     stacks = sorted({min(max(math.floor(n + 1e-6), 1), top), min(max(math.ceil(n - 1e-6), 1), top), top})
@@ -241,8 +240,9 @@ def _round_design(problem: Problem, x, placements, objective: float, ok: bool, p
     best: tuple[Any, float, bool, str | None, np.ndarray] = (None, np.inf, False, polished_by, np.asarray(x))
     evaluations = 0
 
-    def attempt(k: int, m: float) -> bool:
-        """Tries PIM dies `k` per stack on `m` stacks; whether some placement fits."""
+    def attempt(k: int, m: float, compute: float = compute) -> bool:
+        """Tries PIM dies `k` per stack on `m` stacks (and a compute share of the free
+        logic area); whether some placement fits."""
         nonlocal best, evaluations
         cand = design_logits(compute, k / dies, m, tech, problem.econ, budget_usd=usd)
         if not bool(design_of(problem, cand).logic_fits):
@@ -259,16 +259,20 @@ def _round_design(problem: Problem, x, placements, objective: float, ok: bool, p
                 best = (placed, value, feas, by, np.asarray(cand))
         return any(feas for _, feas, _, _ in tried)
 
+    # Every whole number of PIM dies per stack: the PIM share's landscape has a basin
+    # at each end (PIM serial with DRAM on one side, PIM's bank bandwidth on the other)
+    # and the relaxation may sit on the wrong side of the grid's best count.
     for k in shares:
         for m in stacks:
             attempt(k, m)
-    # A relaxed share whose floor overflows capacity (PIM dies hold less): fewer PIM
-    # dies, one at a time, down to the first count that holds the mix.
-    for k in range(math.floor(rho + 1e-6) - 1, 0, -1):
-        if any([attempt(k, m) for m in stacks]):
-            break
     if best[0] is None:  # no rounded design fits the die: keep the relaxed one
         return placements, objective, ok, polished_by, np.asarray(x), evaluations
+    # The compute/SRAM split the relaxation found was best for its own PIM share: at
+    # the chosen whole design, a few compute shares around it (x 2^(j/4)).
+    chosen = design_of(problem, jnp.asarray(best[4]))
+    k, m = round(float(chosen.pim_share) * dies), float(chosen.stacks)
+    for j in (-4, -3, -2, -1, 1, 2, 3, 4):
+        attempt(k, m, min(compute * 2.0 ** (j / 4), 0.99))
     placed, value, feas, by, cand = best
     return placed, value, feas, by, cand, evaluations
 
