@@ -16,7 +16,7 @@ def main() -> None:
     fitted = v.fit_all(rows)
     for name, m in fitted.items():
         print(f"[frameworks.{name!r}]")
-        for key, value in zip(v.MULTIPLIERS, m):
+        for key, value in zip(v.PROFILE_FIELDS, m):
             print(f"{key} = {value:.4g}")
     print(f"fit time {time.perf_counter() - start:.1f} s")
     groq = v.fit_serial_latency(by_id["groq-llama2-70b"], "kernel_overhead")

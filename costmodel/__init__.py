@@ -12,6 +12,7 @@ from ._core.channels import (
     access_seconds as access_seconds,
     allreduce_seconds as allreduce_seconds,
     class_flop_rates as class_flop_rates,
+    chip_in_flight as chip_in_flight,
     class_stream_efficiency as class_stream_efficiency,
     compute_seconds as compute_seconds,
     effective_feed as effective_feed,
@@ -22,6 +23,7 @@ from ._core.channels import (
     pim_seconds as pim_seconds,
     softmax_bytes as softmax_bytes,
     softmax_seconds as softmax_seconds,
+    stream_bandwidth as stream_bandwidth,
     stream_seconds as stream_seconds,
     tier_joules as tier_joules,
 )

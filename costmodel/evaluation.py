@@ -23,7 +23,7 @@ from ._core.placement import CAPACITY_MARGIN, policy_placement
 from ._core.traffic import lower_traffic
 from ._core.workload import AccessProfile, Model, Workload
 from .io import ChipInfo, InputError, chip_info, load_model, make_scenario
-from .io.frameworks import resolve_framework
+from .io.frameworks import UNBOUNDED_IN_FLIGHT_KB, resolve_framework
 
 
 MAX_TENSOR_PARALLEL = 8
@@ -304,29 +304,41 @@ def resolve_profile(profile: str | AccessProfile, context: float) -> tuple[str, 
 
 
 def apply_multipliers(chip: Chip, log_multipliers: jnp.ndarray) -> Chip:
-    """A chip with a profile's multipliers applied (pure, differentiable).
+    """A chip with a profile's multipliers and kernel concurrency applied (pure,
+    differentiable).
 
     Args:
         chip: the chip preset.
-        log_multipliers: `[4]` logs of the `MULTIPLIERS`.
+        log_multipliers: `[5]` logs of the profile's `PROFILE_FIELDS`: the four
+            multipliers, then the bytes its kernels keep in flight per parallel unit
+            (kB).
 
     Returns:
         The chip with tier efficiencies and compute efficiency scaled (capped at 1),
-        and kernel overhead and all-reduce latency scaled.
+        kernel overhead and all-reduce latency scaled, and `Chip.bytes_in_flight`
+        the smaller of the chip's own (where it has one) and the profile's.
     """
     m = jnp.exp(log_multipliers)
     efficiency = jnp.minimum(chip.tiers.efficiency * m[0], 1.0)
     tiers = eqx.tree_at(lambda t: t.efficiency, chip.tiers, efficiency)
+    profile = m[4] * 1e3
+    in_flight = jnp.where(chip.bytes_in_flight > 0, jnp.minimum(chip.bytes_in_flight, profile), profile)
     return eqx.tree_at(
-        lambda c: (c.tiers, c.compute_efficiency, c.kernel_overhead, c.link_latency),
+        lambda c: (c.tiers, c.compute_efficiency, c.kernel_overhead, c.link_latency, c.bytes_in_flight),
         chip,
         (
             tiers,
             jnp.minimum(chip.compute_efficiency * m[1], 1.0),
             chip.kernel_overhead * m[2],
             chip.link_latency * m[3],
+            in_flight,
         ),
     )
+
+
+NEUTRAL_PROFILE = (1.0, 1.0, 1.0, 1.0, UNBOUNDED_IN_FLIGHT_KB)
+"""The profile that leaves a chip as it is (`apply_multipliers` of its log is the identity
+up to the chip's own bytes in flight)."""
 
 
 def apply_framework(info: ChipInfo, framework: str) -> ChipInfo:

@@ -7,13 +7,16 @@ rates with their exact conditions and sources. Each row is evaluated with the ch
 preset, the row's serving-framework profile (`data/frameworks.toml`) and the row's
 system layout, and compared with the published value.
 
-A framework profile is four multipliers applied to a chip: on every memory tier's
-`efficiency` and on `compute_efficiency` (each result capped at 1), and on the per-layer
-`kernel_overhead` and the all-reduce `link_latency`. The software term is as large as
-the hardware one: llama.cpp's CUDA kernels reach ~40% of HBM bandwidth at batch 1 where
-gpt-fast reaches ~70%. The profiles are fitted (`fit_framework`, optax on log
-multipliers) on the rows each profile lists in `fitted_on`, which the table marks
-`status = "fit"`; only the other rows (`status = "test"`) are scored.
+A framework profile is its kernels' concurrency and four multipliers applied to a chip:
+the bytes its decode kernels keep in flight per SM (`Chip.bytes_in_flight`: by Little's
+law DRAM streams at most SMs x bytes in flight / latency, so one framework reaches
+different fractions of peak on different memories), and multipliers on every memory
+tier's `efficiency` and on `compute_efficiency` (each result capped at 1), on the
+per-layer `kernel_overhead` and on the all-reduce `link_latency`. The software term is
+as large as the hardware one: llama.cpp's CUDA kernels keep ~3 kB in flight per SM
+where gpt-fast keeps ~6 kB. The profiles are fitted (`fit_framework`, optax on logs) on
+the rows each profile lists in `fitted_on`, which the table marks `status = "fit"`;
+only the other rows (`status = "test"`) are scored.
 
 Rows with a static batch (`output_tokens_per_second_per_chip`) include prefill, priced
 here as compute-bound: `FLOPs / (peak x compute_efficiency)` of a prefill of
@@ -35,9 +38,9 @@ from ._core.chip import Chip
 from ._core.cost import decode_cost
 from ._core.traffic import class_sum, lower_traffic
 from ._core.workload import Workload
-from .evaluation import apply_multipliers, system_placement, system_size
+from .evaluation import NEUTRAL_PROFILE, apply_multipliers, system_placement, system_size
 from .io import ChipInfo, InputError, chip_info, load_model, make_scenario
-from .io.frameworks import MULTIPLIERS, Framework, load_frameworks, resolve_framework
+from .io.frameworks import PROFILE_FIELDS, Framework, load_frameworks, resolve_framework
 from .io.measurements import GROUPS, Row, load_rows
 
 
@@ -162,25 +165,36 @@ FIT_PAD = 8
 """Fits pad their rows to a multiple of this, so one compiled program serves every fit."""
 
 
+IN_FLIGHT_START_KB = 8.0
+"""Where a fit of the bytes in flight per unit starts, and what its ridge pulls towards,
+kB: about what a streaming kernel at full occupancy keeps per SM (gpu-benches'
+gpu-stream on H100 PCIe reads 702 GB/s at a quarter of full occupancy against ~375 ns
+HBM latency over 114 SMs: 2.3 kB per SM, so ~9 kB at full occupancy;
+github.com/te42kyfo/gpu-benches README and gpu-latency/h100_pcie.txt)."""
+
+
 def fit_framework(
     rows: list[Row], fit: tuple[str, ...], *, steps: int = 600, learning_rate: float = 0.05, ridge: float = 1e-3
-) -> tuple[float, float, float, float]:
-    """Fits a profile's multipliers to rows, in log space, with optax.
+) -> tuple[float, float, float, float, float]:
+    """Fits a profile's fields to rows, in log space, with optax.
 
-    Minimises `mean((log predicted - log measured)**2) + ridge * |log m|**2` over the
-    log multipliers named in `fit` (the others stay at 0, i.e. a multiplier of 1).
+    Minimises `mean((log predicted - log measured)**2) + ridge * |log m - log m0|**2`
+    over the logs of the `PROFILE_FIELDS` named in `fit`; the others stay at their
+    neutral values (multipliers of 1, unbounded bytes in flight). `m0` is 1 for a
+    multiplier and `IN_FLIGHT_START_KB` for the bytes in flight.
 
     Args:
         rows: the rows to fit on (their framework field is ignored).
-        fit: names from `MULTIPLIERS` that may move.
+        fit: names from `PROFILE_FIELDS` that may move.
         steps, learning_rate: Adam schedule.
-        ridge: pull towards multipliers of 1, which also fixes those no row constrains.
+        ridge: pull towards `m0`, which also fixes what no row constrains.
 
     Returns:
-        The four multipliers, in `MULTIPLIERS` order.
+        The five fields, in `PROFILE_FIELDS` order.
     """
+    neutral = jnp.log(jnp.asarray(NEUTRAL_PROFILE, dtype=float))
     if not rows:
-        return (1.0, 1.0, 1.0, 1.0)
+        return tuple(float(x) for x in jnp.exp(neutral))  # type: ignore[return-value]
     prepared = [prepare(r)[0] for r in rows]
     n = len(prepared)
     padded = math.ceil(n / FIT_PAD) * FIT_PAD
@@ -188,25 +202,27 @@ def fit_framework(
     stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *prepared)
     measured = jnp.asarray([r.value for r in rows] + [rows[0].value] * (padded - n), dtype=float)
     weight = jnp.asarray([1.0] * n + [0.0] * (padded - n), dtype=float)
-    mask = jnp.asarray([1.0 if k in fit else 0.0 for k in MULTIPLIERS], dtype=float)
-    params, history = _fit(stacked, measured, weight, mask, steps, learning_rate, ridge)
+    mask = jnp.asarray([1.0 if k in fit else 0.0 for k in PROFILE_FIELDS], dtype=float)
+    start = neutral.at[-1].set(math.log(IN_FLIGHT_START_KB))
+    params, history = _fit(stacked, measured, weight, mask, neutral, start, steps, learning_rate, ridge)
     del history
-    a, b, c, d = (float(x) for x in jnp.exp(params))
-    return a, b, c, d
+    return tuple(float(x) for x in jnp.exp(params))  # type: ignore[return-value]
 
 
 @eqx.filter_jit
-def _fit(stacked, measured, weight, mask, steps, learning_rate, ridge):
+def _fit(stacked, measured, weight, mask, neutral, start, steps, learning_rate, ridge):
     import optax
 
+    def full(logm):
+        return jnp.where(mask > 0, logm, neutral)
+
     def loss(logm):
-        logm = logm * mask
-        pred = jax.vmap(predict, in_axes=(0, None))(stacked, logm)
+        pred = jax.vmap(predict, in_axes=(0, None))(stacked, full(logm))
         resid = jnp.log(pred) - jnp.log(measured)
-        return jnp.sum(weight * resid**2) / jnp.sum(weight) + ridge * jnp.sum(logm**2)
+        return jnp.sum(weight * resid**2) / jnp.sum(weight) + ridge * jnp.sum((mask * (logm - start)) ** 2)
 
     opt = optax.adam(learning_rate)
-    params = jnp.zeros((len(MULTIPLIERS),))
+    params = start
     state = opt.init(params)
 
     def step(carry, _):
@@ -219,7 +235,7 @@ def _fit(stacked, measured, weight, mask, steps, learning_rate, ridge):
         return (optax.apply_updates(params, updates), state), value
 
     (params, _), history = jax.lax.scan(step, (params, state), None, length=steps)
-    return params * mask, history
+    return full(params), history
 
 
 def fit_all(rows: list[Row] | None = None, frameworks: dict[str, Framework] | None = None) -> dict[str, tuple]:
@@ -248,8 +264,8 @@ def fit_serial_latency(row: Row, field: str) -> float:
     prepared, _ = prepare(row)
     chip0 = prepared.chip.replace(**{field: 0.0})
     prepared0 = eqx.tree_at(lambda p: p.chip, prepared, chip0)
-    zero = jnp.zeros((len(MULTIPLIERS),))
-    t0 = 1.0 / float(predict(prepared0, zero))
+    neutral = jnp.log(jnp.asarray(NEUTRAL_PROFILE, dtype=float))
+    t0 = 1.0 / float(predict(prepared0, neutral))
     if field == "hop_latency":
         k = float(prepared.chip.pipeline_parallel) - 1.0
     else:

@@ -47,6 +47,8 @@ SWITCH_ON = {
     "pim_bandwidth": 1e12,
     "pim_flops": 1e12,
     "pim_energy_per_byte": 1e-12,
+    "parallel_units": 100.0,
+    "bytes_in_flight": 1e3,
 }
 """Value given to a leaf that is 0 on a chip (a term that is off): a typical 'on'."""
 
@@ -129,6 +131,10 @@ def inert_reason(chip: cm.Chip, label: str) -> str | None:
         return "the chip has no energy figures (a time-only calibration): its power is 0 and never reaches a cap"
     if label == "link_latency" and float(chip.link_bandwidth) <= 0:
         return "no chip-to-chip link (link_bandwidth 0): a multi-chip step is infinitely slow whatever the latency"
+    if label == "parallel_units" and float(chip.bytes_in_flight) <= 0:
+        return "no bound on the bytes in flight (bytes_in_flight 0): a framework profile sets one"
+    if label == "bytes_in_flight" and float(chip.parallel_units) <= 0:
+        return "no parallel units (parallel_units 0): the chip file gives no SM count to bound DRAM streaming with"
     if label.startswith("small_kernel_") and (
         float(chip.small_kernel_bytes) <= 0 or float(chip.small_kernel_efficiency) >= 1
     ):

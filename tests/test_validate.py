@@ -100,9 +100,9 @@ def test_refit_reproduces_the_shipped_profiles(rows):
     fitted = v.fit_all(rows, frameworks)
     for name, m in fitted.items():
         np.testing.assert_allclose(m, frameworks[name].multipliers, rtol=0.02, err_msg=name)
-        for key, value in zip(v.MULTIPLIERS, m):
+        for key, value, neutral in zip(v.PROFILE_FIELDS, m, v.NEUTRAL_PROFILE):
             if key not in frameworks[name].fit:
-                assert value == 1.0, (name, key)
+                assert value == pytest.approx(neutral, rel=1e-6), (name, key)
 
 
 def test_fitted_sram_latencies_reproduce_the_presets(rows):
@@ -115,18 +115,20 @@ def test_fitted_sram_latencies_reproduce_the_presets(rows):
 
 def test_apply_multipliers_identity_caps_and_gradients():
     chip = cm.chip_preset("a100-80gb-sxm")
-    same = v.apply_multipliers(chip, jnp.zeros(4))
+    neutral = jnp.log(jnp.asarray(v.NEUTRAL_PROFILE))
+    same = v.apply_multipliers(chip, neutral).replace(bytes_in_flight=chip.bytes_in_flight)
     assert jax.tree.all(jax.tree.map(lambda a, b: bool(jnp.allclose(a, b)), same, chip))
-    up = v.apply_multipliers(chip, jnp.log(jnp.asarray([2.0, 2.0, 3.0, 0.5])))
+    up = v.apply_multipliers(chip, jnp.log(jnp.asarray([2.0, 2.0, 3.0, 0.5, 4.0])))
     assert float(jnp.max(up.tiers.efficiency)) == 1.0
     assert float(up.compute_efficiency) == 1.0
     assert float(up.kernel_overhead) == pytest.approx(3 * float(chip.kernel_overhead))
     assert float(up.link_latency) == pytest.approx(0.5 * float(chip.link_latency))
     prepared, _ = v.prepare(v.load_rows()[0])
-    g = jax.grad(lambda m: jnp.log(v.predict(prepared, m)))(jnp.zeros(4))
+    g = jax.grad(lambda m: jnp.log(v.predict(prepared, m)))(neutral.at[4].set(jnp.log(4.0)))
     assert np.all(np.isfinite(np.asarray(g)))
     assert float(g[0]) > 0  # more bandwidth, more tokens/s
     assert float(g[2]) < 0  # more per-layer overhead, fewer
+    assert float(g[4]) > 0  # more bytes in flight (an A100 has SMs), more
 
 
 def test_evaluate_with_a_framework():

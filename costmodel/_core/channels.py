@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from .chip import DRAM, PIM, SRAM, Chip, Tiers
-from .numerics import p_norm, seconds
+from .numerics import P_NORM_FLOOR, p_norm, safe_div, seconds
 from .traffic import CLASS_IS_KV, Traffic
 from .types import PerClass, PerTier, RealScalarLike, Scalar
 from .workload import Workload
@@ -103,15 +103,56 @@ def effective_feed(chip: Chip) -> PerTier:
 # --- channel times --------------------------------------------------------------------
 
 
-def stream_seconds(full_rate_bytes, tiers: Tiers):
+LITTLE_SHARPNESS = 4.0
+"""Exponent of the soft minimum between a tier's reachable bandwidth and the bound
+Little's law puts on it (`stream_bandwidth`): at the crossing the stream runs at
+`2**(-1/4)` = 84 % of either, as queueing near saturation makes it; assumption, in
+the range of the soft rooflines of the calibration fits (`Chip.overlap`)."""
+
+
+def stream_bandwidth(tiers: Tiers, in_flight=0.0):
+    """Bandwidth each tier streams at, B/s: `bandwidth x efficiency`, and on DRAM at most
+    what the bytes the kernels keep in flight sustain against its latency.
+
+    Little's law: a stream with `in_flight` bytes outstanding over a memory of
+    latency `L` moves at most `in_flight / L` bytes per second, so a kernel with
+    little memory-level parallelism saturates a narrow memory and not a wide one.
+    The two limits combine as a soft minimum (`LITTLE_SHARPNESS`).
+
+    Args:
+        tiers: the tiers (may carry batch axes).
+        in_flight: bytes in flight on the whole chip (`Chip.parallel_units x
+            Chip.bytes_in_flight`), B; 0: no bound.
+
+    References:
+        J. D. C. Little, "A proof for the queuing formula L = λW", Operations Research
+        9(3), 1961; V. Volkov, "Understanding Latency Hiding on GPUs", PhD thesis,
+        UC Berkeley, 2016, ch. 4 (memory throughput = bytes in flight / latency).
+    """
+    reachable = tiers.effective_bandwidth
+    bound = in_flight / jnp.maximum(tiers.latency[..., DRAM], P_NORM_FLOOR)
+    # Time per byte: the soft maximum of the two limits' (0 for "no bound").
+    per_byte = jnp.stack(jnp.broadcast_arrays(1.0 / jnp.maximum(reachable[..., DRAM], 1.0), safe_div(1.0, bound)), -1)
+    dram = 1.0 / p_norm(per_byte, LITTLE_SHARPNESS)
+    return jnp.where(jnp.arange(reachable.shape[-1]) == DRAM, dram[..., None], reachable)
+
+
+def chip_in_flight(chip: Chip):
+    """Bytes in flight on one chip: `parallel_units x bytes_in_flight` (0: no bound), B."""
+    return chip.parallel_units * chip.bytes_in_flight
+
+
+def stream_seconds(full_rate_bytes, tiers: Tiers, in_flight=0.0):
     """Seconds each tier needs to stream bytes to the compute die.
 
     Args:
         full_rate_bytes: `[..., tiers]` bytes per tier, each already divided by the
             `kernel_efficiency` of the kernel it belongs to (full-rate equivalents), B.
-        tiers: the tiers; each streams at `bandwidth x efficiency`.
+        tiers: the tiers; each streams at `stream_bandwidth`.
+        in_flight: bytes the kernels keep in flight on the chip (`chip_in_flight`), B;
+            0: no latency bound.
     """
-    return seconds(full_rate_bytes, tiers.effective_bandwidth)
+    return seconds(full_rate_bytes, stream_bandwidth(tiers, in_flight))
 
 
 def pim_seconds(pim_bytes, pim_flops, chip: Chip):

@@ -119,6 +119,13 @@ class Chip(eqx.Module):
         hop_latency: latency of one pipeline hop between chips, s.
         overlap: exponent p of the p-norm that combines the memory and compute
             channels: 1 is fully serial, large p is fully overlapped (p >= 1).
+        parallel_units: units that issue memory requests independently (a GPU's
+            streaming multiprocessors), per chip; 0: no latency bound on DRAM
+            streaming.
+        bytes_in_flight: bytes the decode kernels keep in flight per unit (a
+            serving framework's kernel concurrency), B; 0: unbounded. By Little's law
+            DRAM then streams at most `parallel_units x bytes_in_flight /
+            Tiers.latency[DRAM]` (`costmodel.stream_bandwidth`).
         tensor_parallel: chips each layer is split across.
         pipeline_parallel: pipeline stages the layers are split into.
         area: die area per chip, m² (0 when unknown).
@@ -151,6 +158,8 @@ class Chip(eqx.Module):
     link_latency: Scalar
     hop_latency: Scalar
     overlap: Scalar
+    parallel_units: Scalar
+    bytes_in_flight: Scalar
     tensor_parallel: Scalar
     pipeline_parallel: Scalar
     area: Scalar
@@ -197,6 +206,8 @@ def make_chip(
     link_latency: RealScalarLike = 0.0,
     hop_latency: RealScalarLike = 0.0,
     overlap: RealScalarLike = DEFAULT_OVERLAP,
+    parallel_units: RealScalarLike = 0.0,
+    bytes_in_flight: RealScalarLike = 0.0,
     tensor_parallel: RealScalarLike = 1,
     pipeline_parallel: RealScalarLike = 1,
     area: RealScalarLike = 0.0,
@@ -239,6 +250,8 @@ def make_chip(
         link_latency=f(link_latency),
         hop_latency=f(hop_latency),
         overlap=f(overlap),
+        parallel_units=f(parallel_units),
+        bytes_in_flight=f(bytes_in_flight),
         tensor_parallel=f(tensor_parallel),
         pipeline_parallel=f(pipeline_parallel),
         area=f(area),

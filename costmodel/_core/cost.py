@@ -108,7 +108,7 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     group_bytes = tier_bytes / tp
     # Small kernels stream slower: each class's bytes in full-rate equivalents.
     slow = jnp.sum(moved / ch.class_stream_efficiency(traffic, chip)[:, None], axis=0)
-    stream = ch.stream_seconds(slow / tp, tiers)
+    stream = ch.stream_seconds(slow / tp, tiers, ch.chip_in_flight(chip))
     pim_flops = jnp.sum(flops[:, PIM])
     # Attention in PIM sends its scores to a host softmax and takes the probabilities
     # back over the PIM dies' external links (none when the softmax sits beside them).

@@ -49,7 +49,10 @@ from .formats import (
     get_format as get_format,
 )
 from .frameworks import (
+    IN_FLIGHT as IN_FLIGHT,
     MULTIPLIERS as MULTIPLIERS,
+    PROFILE_FIELDS as PROFILE_FIELDS,
+    UNBOUNDED_IN_FLIGHT_KB as UNBOUNDED_IN_FLIGHT_KB,
     Framework as Framework,
     framework_names as framework_names,
     frameworks_path as frameworks_path,

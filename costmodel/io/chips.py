@@ -119,6 +119,8 @@ CHIP_SCHEMA: tuple[ChipField, ...] = (
     _top("small_kernel_MB", "nonneg", 1e6, ("small_kernel_bytes",), default=0.0),
     _top("small_kernel_efficiency", "fraction", 1.0, ("small_kernel_efficiency",), default=1.0),
     _top("small_kernel_knee", "positive", 1.0, ("small_kernel_knee",), default=SMALL_KERNEL_KNEE),
+    _top("parallel_units", "nonneg", 1.0, ("parallel_units",), default=0.0),
+    _top("bytes_in_flight_KB", "nonneg", 1e3, ("bytes_in_flight",), default=0.0),
     *_tier_fields("sram", SRAM, "capacity_MB", 1e6),
     *_tier_fields("pim", PIM, "capacity_GB", 1e9),
     *_tier_fields("dram", DRAM, "capacity_GB", 1e9),

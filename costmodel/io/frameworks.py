@@ -12,7 +12,19 @@ from .schema import check_table
 
 
 MULTIPLIERS = ("memory_efficiency", "compute_efficiency", "kernel_overhead", "link_latency")
-"""The fields of a framework profile, in the order of its log-multiplier vector."""
+"""The multipliers of a framework profile, the first entries of its log vector."""
+
+IN_FLIGHT = "bytes_in_flight_KB"
+"""The profile's kernel concurrency: bytes its decode kernels keep in flight per
+parallel unit (a GPU's SM), kB; the last entry of the log vector. Absent:
+`UNBOUNDED_IN_FLIGHT_KB`."""
+
+PROFILE_FIELDS = (*MULTIPLIERS, IN_FLIGHT)
+"""Every number of a framework profile, in the order of its log vector."""
+
+UNBOUNDED_IN_FLIGHT_KB = 1e9
+"""The bytes in flight of a profile that does not bound them (1 TB per unit: no
+memory's latency limits such a stream)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,8 +33,11 @@ class Framework:
 
     Attributes:
         name: profile id.
-        multipliers: the four `MULTIPLIERS`, each > 0.
-        fit: which multipliers the fit may move (the others stay at 1).
+        multipliers: the `PROFILE_FIELDS`, each > 0: the four `MULTIPLIERS`, then the
+            bytes in flight per unit (kB; `UNBOUNDED_IN_FLIGHT_KB` when the file gives
+            none).
+        fit: which fields the fit may move (the other multipliers stay at 1, the bytes
+            in flight unbounded).
         fitted_on: measurement row ids the profile was fitted on.
         base: for a backend variant (e.g. `llama.cpp-metal`), the framework name a user
             asks for; the variant is used on the chips it lists.
@@ -31,7 +46,7 @@ class Framework:
     """
 
     name: str
-    multipliers: tuple[float, float, float, float]
+    multipliers: tuple[float, float, float, float, float]
     fit: tuple[str, ...]
     fitted_on: tuple[str, ...]
     base: str | None
@@ -56,6 +71,7 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
             t,
             where,
             {k: "positive" for k in MULTIPLIERS},
+            {IN_FLIGHT: "positive"},
             strings=("source", "base", "description"),
             tables=("fit", "fitted_on", "chips"),
         )
@@ -66,13 +82,13 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
                 raise InputError(f"{where}: field {key!r} = {value!r}: expected a list of strings")
             lists[key] = tuple(value)
         for key in lists["fit"]:
-            if key not in MULTIPLIERS:
-                raise InputError(f"{where}: field 'fit' has {key!r}: expected names from {list(MULTIPLIERS)}")
+            if key not in PROFILE_FIELDS:
+                raise InputError(f"{where}: field 'fit' has {key!r}: expected names from {list(PROFILE_FIELDS)}")
         if not t.get("source"):
             raise InputError(f"{where}: missing field 'source' (how the profile was obtained)")
         out[name] = Framework(
             name=name,
-            multipliers=tuple(t[k] for k in MULTIPLIERS),
+            multipliers=(*(t[k] for k in MULTIPLIERS), t.get(IN_FLIGHT, UNBOUNDED_IN_FLIGHT_KB)),
             fit=lists["fit"],
             fitted_on=lists["fitted_on"],
             base=t.get("base"),

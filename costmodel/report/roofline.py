@@ -41,7 +41,7 @@ def attainable_flops(chip: Chip, held, moved, flops, rate, stream_efficiency: Re
 
     def one(held, moved, flops, rate, stream_efficiency):  # one point: held [tiers], the rest scalars
         tp = chip.tensor_parallel
-        stream = ch.stream_seconds(held * (moved / stream_efficiency / tp), chip.tiers)
+        stream = ch.stream_seconds(held * (moved / stream_efficiency / tp), chip.tiers, ch.chip_in_flight(chip))
         pim = ch.pim_seconds(held[PIM] * moved / tp, held[PIM] * flops / tp, chip)
         compute = ch.compute_seconds(flops, rate, held[SRAM], held[DRAM], ch.effective_feed(chip), tp)
         return safe_div(flops, ch.overlapped_seconds(stream[SRAM], pim, stream[DRAM], compute, chip))
@@ -91,7 +91,7 @@ def roofline_plot(evaluation: Evaluation, path: str | Path, title: str = "") -> 
     prec = int(np.asarray(e.workload.scenario.weight_precision))
     peak_rate = chip.peak_flops[prec] * chip.compute_efficiency  # one chip, FLOP/s
     peak = _f(peak_rate) * tp
-    bw = np.asarray(chip.tiers.effective_bandwidth, dtype=float) * tp
+    bw = np.asarray(ch.stream_bandwidth(chip.tiers, ch.chip_in_flight(chip)), dtype=float) * tp
     pim_bw = _f(chip.pim_bandwidth) * _f(chip.tiers.efficiency[PIM]) * tp
     pim_fl = _f(chip.pim_flops) * tp
     x = np.logspace(-2, 4, 200)

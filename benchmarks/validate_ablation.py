@@ -1,0 +1,74 @@
+"""Ablation of the validation's physical terms: each switched off in turn, the profiles
+refitted on the same rows, and the held-out errors compared side by side.
+
+    python benchmarks/validate_ablation.py            # prints, and writes validate_ablation.txt
+
+Terms:
+
+- **Little's law** (`costmodel.stream_bandwidth`): a framework's kernels keep
+  `bytes_in_flight_KB` per SM in flight, so DRAM streams at most `SMs x bytes in
+  flight / DRAM latency`. Off: the profiles fit a `memory_efficiency` multiplier on
+  the same rows instead (the model before issue 16).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+
+import costmodel.validate as v
+from costmodel.io.frameworks import IN_FLIGHT
+
+
+OUT = Path(__file__).with_name("validate_ablation.txt")
+
+
+def _little_off(frameworks):
+    out = {}
+    for name, f in frameworks.items():
+        fit = tuple("memory_efficiency" if k == IN_FLIGHT else k for k in f.fit)
+        out[name] = dataclasses.replace(f, fit=fit)
+    return out
+
+
+def _refit(rows, frameworks):
+    by_id = {r.id: r for r in rows}
+    out = {}
+    for name, f in frameworks.items():
+        m = v.fit_framework([by_id[i] for i in f.fitted_on], f.fit) if f.fitted_on else f.multipliers
+        out[name] = dataclasses.replace(f, multipliers=tuple(m))
+    return out
+
+
+def main() -> None:
+    rows = v.load_rows()
+    shipped = v.load_frameworks()
+    variants = {"full model": _refit(rows, shipped), "Little's law off": _refit(rows, _little_off(shipped))}
+    results = {k: v.evaluate_rows(rows, f) for k, f in variants.items()}
+    lines = ["# held-out error per group (median / p90 APE), profiles refitted on the same fit rows", ""]
+    lines.append(f"{'variant':<20} " + " ".join(f"{g:>22}" for g in v.GROUPS))
+    for name, res in results.items():
+        s = v.summarize(res)
+        cells = [f"{s['median_ape'][g] * 100:6.1f}% / {s['p90_ape'][g] * 100:5.1f}% (n={s['n_test'][g]})" for g in v.GROUPS]
+        lines.append(f"{name:<20} " + " ".join(f"{c:>22}" for c in cells))
+    lines += ["", "# fitted profile fields (memory_efficiency, compute_efficiency, kernel_overhead, link_latency, KB in flight)"]
+    for name, fw in variants.items():
+        for f in fw.values():
+            if f.fit:
+                lines.append(f"{name:<20} {f.name:<16} " + ", ".join(f"{x:.4g}" for x in f.multipliers))
+    lines += ["", "# per-row error (held-out and fit rows that differ by more than 0.5 point)"]
+    lines.append(f"{'row':<48} {'status':<9} " + " ".join(f"{k:>18}" for k in results))
+    first = next(iter(results.values()))
+    for i, r in enumerate(first):
+        errors = [res[i].error for res in results.values()]
+        if np.ptp(errors) > 0.005:
+            lines.append(f"{r.row.id:<48} {r.row.status:<9} " + " ".join(f"{e * 100:+17.1f}%" for e in errors))
+    text = "\n".join(lines) + "\n"
+    OUT.write_text(text)
+    print(text, end="")
+
+
+if __name__ == "__main__":
+    main()
