@@ -18,6 +18,7 @@ RECORDED = {
     "cent-llama2-70b-throughput": 0.0314,
     "cent-llama2-70b-tokens-per-dollar": 0.0757,
     "hbm-pim-gemv": 4.000,
+    "hbm-pim-gemv-fpga": 4.000,
     "aim-gemv": 16.00,
 }
 """Model ratios as BENCHMARKS.md's "PIM reproduction (issue 15)" table gives them."""
