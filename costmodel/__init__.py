@@ -1,11 +1,13 @@
 """costmodel: what it costs a chip to decode one token of an LLM, differentiably."""
 
 from ._core.area import (
-    AREA_PARTS as AREA_PARTS,
+    Design as Design,
     Technology as Technology,
     area_logits as area_logits,
-    area_split as area_split,
-    chip_from_area as chip_from_area,
+    chip_from_design as chip_from_design,
+    design_from_split as design_from_split,
+    design_logits as design_logits,
+    design_point as design_point,
     fixed_area as fixed_area,
 )
 from ._core.channels import (

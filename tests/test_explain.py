@@ -11,7 +11,7 @@ import pytest
 import costmodel as cm
 from costmodel._core import channels
 from costmodel.cli import main
-from costmodel.explain import AreaDesign, cascade_placement, explain
+from costmodel.explain import DESIGN_PARAMETERS, AreaDesign, cascade_placement, explain
 from costmodel.explain.sensitivity import _logs, _objectives, _scale_chip
 from costmodel.io import economics_preset
 from costmodel.report.roofline import attainable_flops
@@ -61,10 +61,10 @@ CAPS = ("capacity.sram", "capacity.pim", "capacity.dram")
 def test_elasticities_match_finite_differences():
     # float32, as the CLI runs (and sharing its compiled program): log(USD/token) ~ -16
     # has an ulp of ~2e-6, so h = 1e-2 keeps the rounding error of the difference ~1e-4.
-    # An area design with SRAM, PIM and HBM, large enough to need two chips, at a point
-    # where the KV history overflows SRAM into PIM: many parameters matter at once.
+    # A two-die design with SRAM, PIM dies and HBM, large enough to need two chips, at a
+    # point where the KV history overflows SRAM into PIM: many parameters matter at once.
     tech = cm.tech_preset("N5")
-    design = AreaDesign.from_split(tech, 814e-6, (0.6, 0.25, 0.15), 5.0, power_cap=700.0)
+    design = AreaDesign.from_split(tech, ECON, 814e-6, (0.7, 0.3), 5.0, 0.25, power_cap=700.0)
     info = cm.ChipInfo(design.chip(), "greedy", 8, "area", "")
     e = cm.evaluate("llama-3-8b", info, batch=8, context=16384, chips=2)
     w, chip = e.workload, e.chip
@@ -72,7 +72,7 @@ def test_elasticities_match_finite_differences():
     by = x.record["elasticities_by_objective"]
     traffic = cm.lower_traffic(w)
     hard = cm.policy_placement("greedy", traffic, chip)
-    base = jnp.asarray(design.parts)
+    base = jnp.asarray(design.values)
 
     @eqx.filter_jit
     def logy(theta, scale, responsive):
@@ -81,16 +81,17 @@ def test_elasticities_match_finite_differences():
         )
         c = _scale_chip(c, theta)
         p = cascade_placement(traffic, c, "greedy") if responsive else hard
-        return _logs(*_objectives(w, c, p, ECON, "peak")[:2])
+        # Priced as the design: good logic die, stacks with the PIM premium, package.
+        return _logs(*_objectives(w, c, p, ECON, "peak", design.price(base * scale, ECON))[:2])
 
     h = 1e-2
     zero = {k: jnp.zeros(()) for k in ALL + CAPS}
-    ones = jnp.ones(3)
+    ones = jnp.ones(len(DESIGN_PARAMETERS))
     checked = 0
-    for name in ALL + CAPS + tuple(f"area.{p}" for p in cm.AREA_PARTS):
+    for name in ALL + CAPS + tuple(f"area.{p}" for p in DESIGN_PARAMETERS):
         responsive = name not in ALL
         if name.startswith("area."):
-            i = cm.AREA_PARTS.index(name[5:])
+            i = DESIGN_PARAMETERS.index(name[5:])
             up = logy(zero, ones.at[i].set(np.exp(h)), True)
             down = logy(zero, ones.at[i].set(np.exp(-h)), True)
         else:
@@ -102,6 +103,9 @@ def test_elasticities_match_finite_differences():
             checked += abs(fd[k]) > 1e-3
     assert checked >= 15  # the point is one where many parameters matter
     assert by["usd_per_token"]["area.compute"] > 0  # more die area costs money
+    assert by["seconds_per_token"]["area.pim_share"] < 0  # more PIM dies serve the KV faster
+    # The record prices the chip as the design does.
+    assert x.record["chip_usd"] == pytest.approx(float(design.design().chip_usd), rel=1e-6)
 
 
 def test_capacity_matters_only_through_a_responsive_placement():
@@ -161,10 +165,17 @@ def test_cli_json(capsys):
 
 
 def test_cli_area_design_and_overrides(capsys):
-    code = main(["explain", "--tech", "N5", "--split", "0.8,0.2,0", "--batch", "4", "--electricity", "0.2", "--json"])
+    argv = ["explain", "--tech", "N5", "--split", "0.8,0.2", "--stacks", "4", "--pim-share", "0.25", "--batch", "4"]
+    code = main([*argv, "--electricity", "0.2", "--json"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0
-    assert {"area.compute", "area.sram", "area.pim"} <= set(out["elasticities"])
+    assert {"area.compute", "area.sram", "area.pim_share", "area.stacks"} <= set(out["elasticities"])
+    assert "4 stacks, PIM share 0.25" in out["label"]
+    # The chip is the two-die design's: 8 PIM dies of 4 x 8, priced as co-design prices it.
+    tech, econ = cm.tech_preset("N5"), economics_preset("N5", electricity_usd_per_kwh=0.2)
+    design = cm.design_from_split(814e-6, 0.2, 4.0, 0.25, tech, econ)
+    assert float(design.pim_dies) == 8.0
+    assert out["chip_usd"] == pytest.approx(float(design.chip_usd), rel=1e-5)
     assert out["cost_peak"]["energy_usd_per_million_tokens"] == pytest.approx(
         out["joules_per_token"] * 0.2 / 3.6e6 * 1e6, rel=1e-4
     )
@@ -174,6 +185,10 @@ def test_cli_area_design_and_overrides(capsys):
     "argv, needle",
     [
         (["explain", "--split", "a,b"], "a,b"),
+        (["explain", "--tech", "N5", "--split", "0.9,0.08,0.02"], "--pim-share"),
+        (["explain", "--tech", "N5", "--split", "0,0"], "not both 0"),
+        (["explain", "--tech", "N5", "--pim-share", "1.5"], "[0, 1]"),
+        (["explain", "--tech", "N5", "--area", "50"], "fixed I/O"),
         (["explain", "--chip", "h100-sxm", "--tech", "N5"], "--tech"),
         (["explain", "--tech", "N1"], "N1"),
         (["explain", "--utilization", "3"], "utilization"),
@@ -187,18 +202,41 @@ def test_cli_bad_input_is_one_line_exit_2(argv, needle, capsys):
     assert needle in err and err.count("\n") == 1
 
 
-def test_an_empty_area_part_has_no_area_and_no_gradient():
-    """`AreaDesign` uses the one fractions -> logits rule: an empty part is exactly
-    empty (no PIM tier at all), and its area elasticities are 0, not NaN."""
+def test_an_empty_part_has_no_area_and_no_gradient():
+    """`AreaDesign` goes through co-design's shares -> logits rule (`design_logits`): no
+    SRAM is exactly none and no PIM die is no PIM tier at all, and their elasticities
+    are 0, not NaN."""
     tech = cm.tech_preset("N5")
-    design = AreaDesign.from_split(tech, 814e-6, (0.8, 0.2, 0.0), 5.0, power_cap=700.0)
+    design = AreaDesign.from_split(tech, ECON, 814e-6, (1.0, 0.0), 5.0, 0.0, power_cap=700.0)
     chip = design.chip()
+    assert float(chip.tiers.capacity[0]) == 0.0
     assert float(chip.tiers.capacity[1]) == 0.0 and float(chip.pim_flops) == 0.0
     e = cm.evaluate("llama-3-8b", cm.ChipInfo(chip, "greedy", 8, "area", ""), batch=4)
     x = explain(e.workload, e.chip, ECON, policy="greedy", area=design)
     for by in x.record["elasticities_by_objective"].values():
         assert all(np.isfinite(v) for v in by.values())
-        assert by["area.pim"] == 0.0
+        assert by["area.pim_share"] == 0.0 and by["area.sram"] == 0.0
+
+
+def test_area_design_is_the_two_die_model():
+    """An area design's chip is `chip_from_design` of the design its split describes,
+    its PIM on the DRAM dies: a larger PIM share leaves the logic die as it was."""
+    tech = cm.tech_preset("N5")
+    a = AreaDesign.from_split(tech, ECON, 700e-6, (0.75, 0.25), 6.0, 0.5)
+    b = AreaDesign.from_split(tech, ECON, 700e-6, (0.75, 0.25), 6.0, 0.0)
+    da, db = a.design(), b.design()
+    for d in (da, db):
+        assert float(d.logic_area) == pytest.approx(700e-6, rel=1e-6)
+        assert float(d.sram_area / (d.compute_area + d.sram_area)) == pytest.approx(0.25, rel=1e-6)
+    assert float(da.compute_area) == pytest.approx(float(db.compute_area), rel=1e-6)
+    assert float(da.pim_dies) == 24.0 and float(db.pim_dies) == 0.0
+    direct = cm.chip_from_design(da, tech, memory_efficiency=jnp.array([0.9, 1.0, 0.9]))
+    chip = a.chip()
+    for leaf, ref in zip(jax.tree.leaves(chip.tiers), jax.tree.leaves(direct.tiers)):
+        np.testing.assert_allclose(leaf, ref, rtol=1e-6)
+    np.testing.assert_allclose(chip.pim_flops, direct.pim_flops, rtol=1e-6)
+    with pytest.raises(ValueError, match="pim_share"):
+        AreaDesign.from_split(tech, ECON, 814e-6, (0.6, 0.25, 0.15))
 
 
 def _class_rates(e):

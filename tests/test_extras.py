@@ -23,7 +23,7 @@ def test_the_model_needs_no_extras():
         import costmodel as cm
         e = cm.evaluate("llama-3-8b", "h100-sxm", batch=1, context=4096)
         grad = jax.grad(lambda c: cm.decode_cost(e.workload, c, e.placement).seconds_per_step)(e.chip)
-        d = cm.AreaDesign.from_split(cm.tech_preset("N5"), 814e-6, (0.4, 0.3, 0.3))
+        d = cm.AreaDesign.from_split(cm.tech_preset("N5"), cm.economics_preset("N5"), 814e-6, (0.6, 0.4), 5.0, 0.25)
         print(float(e.cost.seconds_per_step) > 0, float(grad.tiers.bandwidth[2]) < 0, float(d.chip().area) > 0)
         """
     )

@@ -98,21 +98,36 @@ def test_gradient_wrt_placement_logits_matches_finite_differences(x64):
     np.testing.assert_allclose(g, fd, rtol=1e-4, atol=1e-8)
 
 
-def test_gradient_wrt_area_logits_matches_finite_differences(x64):
-    tech = cm.tech_preset("N5")
+def test_gradient_wrt_design_matches_finite_differences(x64):
+    """Through the two-die model (`design_point`, `chip_from_design`): the design vector
+    (compute/SRAM logits, PIM-share logit; the stack logit unused with fixed stacks) and
+    the readable split (`design_from_split`: SRAM share, stacks, PIM share)."""
+    tech, econ = cm.tech_preset("N5"), cm.economics_preset("N5")
     w = cm.Workload(cm.model_preset("llama-3-8b"), cm.Scenario(batch=16, context=8192))
-    logits = jnp.asarray([0.3, -0.2, 0.1])
+    x = jnp.asarray([0.3, -0.2, -0.4, 0.1, 0.0])
     placement = cm.soft_placement(_logits(), 1.0)
 
-    def f(area_logits):
-        chip = cm.chip_from_area(600e-6, area_logits, tech, n_stacks=4, overlap=8.0)
+    def seconds(design):
+        chip = cm.chip_from_design(design, tech, overlap=8.0)
         return jnp.log(cm.decode_cost(w, chip, placement).seconds_per_step)
 
-    g = jax.grad(f)(logits)
+    def f(x):
+        return seconds(cm.design_point(x, tech, econ, logic_area=600e-6, n_stacks=4.0))
+
+    g = jax.grad(f)(x)
     h = 1e-6
-    fd = [(f(logits.at[i].add(h)) - f(logits.at[i].add(-h))) / (2 * h) for i in range(3)]
+    fd = [(f(x.at[i].add(h)) - f(x.at[i].add(-h))) / (2 * h) for i in range(5)]
     np.testing.assert_allclose(g, fd, rtol=1e-4, atol=1e-9)
-    assert np.all(np.isfinite(g)) and np.any(np.abs(g) > 0)
+    assert np.all(np.isfinite(g)) and np.all(np.abs(g[:3]) > 0) and np.all(g[3:] == 0)
+
+    def split(v):
+        return seconds(cm.design_from_split(600e-6, v[0], v[1], v[2], tech, econ))
+
+    v = jnp.asarray([0.3, 4.0, 0.4])
+    g = jax.grad(split)(v)
+    fd = [(split(v.at[i].add(h)) - split(v.at[i].add(-h))) / (2 * h) for i in range(3)]
+    np.testing.assert_allclose(g, fd, rtol=1e-4, atol=1e-9)
+    assert np.all(np.isfinite(g)) and np.all(np.abs(g) > 0)
 
 
 def test_gradients_are_finite_for_empty_classes_and_absent_tiers(x64):

@@ -2,10 +2,10 @@
 
 Configs span the presets' ranges and beyond: models from a 1-layer toy to Llama-3.1
 405B (presets and random GQA/MoE/sliding-window models), batch 1…4096, context
-1…1M tokens (with shared prefixes), every chip preset, random chips, area-designed
-chips from just above the fixed I/O area to 8x a reticle with extreme area logits,
-tensor/pipeline parallel 1…64, and soft placements at temperatures from 1 down to
-1e-6. Everything is evaluated in one `jit(vmap(...))` call per quantity:
+1…1M tokens (with shared prefixes), every chip preset, random chips, two-die designs
+from a logic die short of its fixed I/O area to 8x a reticle with extreme design
+logits, tensor/pipeline parallel 1…64, and soft placements at temperatures from 1
+down to 1e-6. Everything is evaluated in one `jit(vmap(...))` call per quantity:
 
 * `decode_cost` and `sustained_cost`: every figure finite, for every config;
 * the gradient of seconds and joules per token w.r.t. the chip (every leaf), the
@@ -56,11 +56,16 @@ def _chips(rng: np.random.Generator) -> list[cm.Chip]:
     presets = [io.chip_info(name).chip for name in sorted(io.chip_presets())]
     randoms = [random_chip(rng, ordered=bool(i % 2)) for i in range(16)]
     tech = io.tech_preset("N5")
+    econ = io.economics_preset("N5")
     fixed = float(cm.fixed_area(tech, 5.0))
     areas = []
-    for budget in (fixed * 1.001, fixed * 1.1, 814e-6, 8 * 858e-6):  # just above the fixed area .. 8 reticles
+    # A logic die short of its I/O and PHYs (the MIN_FREE_AREA sliver), just above them .. 8 reticles;
+    # design vectors (compute, SRAM, PIM-share logits) at and far off the middle.
+    for budget in (fixed * 0.9, fixed * 1.001, fixed * 1.1, 814e-6, 8 * 858e-6):
         for logits in ([0.0, 0.0, 0.0], [30.0, -30.0, -30.0], [-30.0, 30.0, -30.0], [-30.0, -30.0, 30.0]):
-            areas.append(cm.chip_from_area(budget, jnp.asarray(logits), tech, n_stacks=5.0))
+            x = jnp.asarray([*logits, 0.0, 0.0])
+            design = cm.design_point(x, tech, econ, logic_area=budget, n_stacks=5.0)
+            areas.append(cm.chip_from_design(design, tech))
     chips = [*presets, *randoms, *areas]
     # Every chip in one pytree structure: make_chip's (the area and random chips) leaves.
     return [c.replace(tensor_parallel=1.0, pipeline_parallel=1.0) for c in chips]

@@ -19,7 +19,7 @@ import pytest
 
 import costmodel as cm
 import costmodel.sweep as sw
-from costmodel._core.area import REFERENCE_DIE_AREA, area_logits
+from costmodel._core.area import REFERENCE_DIE_AREA
 from costmodel._core.chip import DEFAULT_OVERLAP
 from costmodel.cli import main
 from costmodel.sweep import sampling
@@ -290,8 +290,7 @@ batch = 8
     assert s[f(4e12, 1e14)] < s[f(1e12, 1e14)] and s[f(1e12, 1e15)] <= s[f(1e12, 1e14)]
 
 
-def test_area_split_rows_and_impossible_splits(tmp_path):
-    text = """
+AREA = """
 [base]
 model = "llama-3-8b"
 context = 32768
@@ -299,24 +298,85 @@ placement = "greedy"
 chips = 1
 [axes]
 "area.node" = ["N5", "N3"]
-"area.sram" = [0.0, 0.2, 0.7]
-"area.pim" = [0.0, 0.5]
+"area.sram" = [0.0, 0.2, 1.0]
+"area.pim_share" = [0.0, 0.375]
+"area.stacks" = [4, 6]
 """
-    spec = sw.load_spec(write_spec(tmp_path, text))
-    rows = sw.Sweep(spec, chunk=12).table(0, 12).to_pylist()
+"""24 two-die designs: no SRAM, some, and no compute; no PIM die and 3 of 8 per stack."""
+
+
+def _direct_design(row):
+    """The design of a sweep row built straight from co-design's vector (not the sweep's path)."""
+    tech, econ = cm.tech_preset(row["area.node"]), cm.economics_preset(row["area.node"])
+    x = cm.design_logits(1 - row["area.sram"], row["area.pim_share"], row["area.stacks"], tech, econ)
+    design = cm.design_point(x, tech, econ, logic_area=row["area.logic_mm2"] * 1e-6, n_stacks=row["area.stacks"])
+    return tech, design
+
+
+def test_area_rows_equal_chip_from_design(tmp_path):
+    """Each area config is `chip_from_design` of the same design, evaluated directly:
+    the same decode time and energy, and the design's numbers in the row."""
+    spec = sw.load_spec(write_spec(tmp_path, AREA))
+    rows = sw.Sweep(spec, chunk=24).table(0, 24).to_pylist()
     w = cm.Workload(cm.model_preset("llama-3-8b"), cm.make_scenario(context=32768))
     for r in rows:
-        compute = 1 - r["area.sram"] - r["area.pim"]
-        if compute <= 0:
-            assert not r["feasible"] and np.isfinite(r["seconds_per_step"])
+        tech, design = _direct_design(r)
+        if r["area.sram"] == 1:  # no compute area: nowhere for the host's FLOPs to run
+            assert not r["feasible"] and np.isfinite(r["seconds_per_step"]) and r["area.compute_mm2"] == 0
             continue
-        logits = area_logits(jnp.array([compute, r["area.sram"], r["area.pim"]]))
-        chip = cm.chip_from_area(REFERENCE_DIE_AREA, logits, cm.tech_preset(r["area.node"]))
+        chip = cm.chip_from_design(design, tech, memory_efficiency=jnp.array([0.9, 1.0, 0.9]))
         cost, _ = cm.evaluate_policy(w, chip, "greedy")
         np.testing.assert_allclose(r["seconds_per_step"], float(cost.seconds_per_step), rtol=1e-5)
-        np.testing.assert_allclose(r["area.compute"], compute, rtol=1e-6)
-        if r["area.sram"] == 0:  # an empty part gets no area at all
-            assert float(chip.tiers.capacity[0]) == 0.0
+        np.testing.assert_allclose(r["joules_per_token"], float(cost.joules_per_token), rtol=1e-5)
+        assert r["feasible"] == bool(cost.feasible)
+        np.testing.assert_allclose(r["area.compute"], 1 - r["area.sram"], rtol=1e-6)
+        np.testing.assert_allclose(r["area.compute_mm2"], float(design.compute_area) * 1e6, rtol=1e-5)
+        np.testing.assert_allclose(r["area.sram_mm2"], float(design.sram_area) * 1e6, rtol=1e-5)
+        np.testing.assert_allclose(r["area.pim_dies"], r["area.pim_share"] * r["area.stacks"] * 8, rtol=1e-6)
+        np.testing.assert_allclose(r["area.chip_usd"], float(design.chip_usd), rtol=1e-5)
+        # The logic die is its I/O and PHYs and the two parts; PIM is not on it.
+        total = r["area.io_and_phys_mm2"] + r["area.compute_mm2"] + r["area.sram_mm2"]
+        np.testing.assert_allclose(total, r["area.logic_mm2"], rtol=1e-5)
+        if r["area.sram"] == 0:  # an empty share gets no area at all
+            assert r["area.sram_mm2"] == 0.0 and float(chip.tiers.capacity[0]) == 0.0
+        if r["area.pim_share"] == 0:  # and no PIM die
+            assert r["area.pim_dies"] == 0.0 and float(chip.pim_flops) == 0.0
+
+
+def test_area_configs_vmapped_in_one_call_equal_each_config_alone(tmp_path):
+    """One compiled, vmapped call over random two-die designs (continuous shares) agrees
+    with the same config function jitted without vmap, config by config, and neither
+    recompiles per config."""
+    text = """
+[sweep]
+sampling = "random"
+samples = 12
+seed = 3
+[base]
+model = "llama-3-8b"
+chips = "auto"
+[axes]
+"area.node" = ["N5", "N3"]
+"area.logic_mm2" = { min = 300, max = 858 }
+"area.sram" = { min = 0.0, max = 0.9 }
+"area.pim_share" = { min = 0.0, max = 1.0 }
+"area.stacks" = [2, 5, 6]
+batch = { min = 1, max = 64, scale = "log" }
+"""
+    s = sw.Sweep(sw.load_spec(write_spec(tmp_path, text)), chunk=12)
+    values, results = s.dispatch(0, 12)
+    assert s.traces == 1
+    configs = s.configs(0, 12)
+    for name, column in configs.items():  # the program evaluated the configs it reports
+        np.testing.assert_array_equal(np.asarray(values[name]), column)
+    assert len(set(configs["area.pim_share"].tolist())) == 12  # every config its own design
+    for i in range(12):
+        one = s.single({k: v[i] for k, v in configs.items()})
+        for name in ("seconds_per_step", "joules_per_token", "area.compute_mm2", "area.chip_usd"):
+            np.testing.assert_allclose(np.asarray(results[name])[i], np.asarray(one[name]), rtol=1e-5, err_msg=name)
+        assert bool(np.asarray(results["feasible"])[i]) == bool(one["feasible"])
+    assert s.traces == 2  # the vmapped program once, the single-config function once
+    assert np.any(np.asarray(results["feasible"]))
 
 
 def test_compiled_once_and_last_chunk_padded(small_spec, small_table):
@@ -536,15 +596,44 @@ def test_manifest_records_the_spec(big):
 # --- the package's surface -----------------------------------------------------------------------
 
 
-def test_area_defaults_are_chip_from_areas():
-    """A default area split is `chip_from_area` with its own defaults on the reference die."""
+def test_area_defaults_are_the_zero_design_vector():
+    """A default area config is `chip_from_design` of the zero design vector (compute and
+    SRAM alike, half the DRAM dies PIM dies) with 5 stacks on the reference logic die."""
     spec = sw.parse_spec({"base": {"area.node": "N5", "chips": 1, "placement": "greedy"}})
     row = sw.Sweep(spec, chunk=1).table(0, 1).to_pylist()[0]
-    assert row["area.budget_mm2"] == 814.0 and row["area.overlap"] == DEFAULT_OVERLAP
-    chip = cm.chip_from_area(REFERENCE_DIE_AREA, area_logits(jnp.ones(3)), cm.tech_preset("N5"))
+    assert row["area.logic_mm2"] == 814.0 and row["area.overlap"] == DEFAULT_OVERLAP
+    assert (row["area.sram"], row["area.pim_share"], row["area.stacks"]) == (0.5, 0.5, 5.0)
+    tech, econ = cm.tech_preset("N5"), cm.economics_preset("N5")
+    design = cm.design_point(jnp.zeros(5), tech, econ, logic_area=REFERENCE_DIE_AREA)
+    chip = cm.chip_from_design(design, tech, memory_efficiency=jnp.array([0.9, 1.0, 0.9]))
     w = cm.Workload(cm.model_preset("llama-3-8b"), cm.make_scenario())
     cost, _ = cm.evaluate_policy(w, chip, "greedy")
     np.testing.assert_allclose(row["seconds_per_step"], float(cost.seconds_per_step), rtol=1e-5)
+    np.testing.assert_allclose(row["area.chip_usd"], float(design.chip_usd), rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "section, field, value, new",
+    [
+        ("base", "area.budget_mm2", "814", "'area.logic_mm2'"),
+        ("axes", "area.pim", "[0.0, 0.5]", "'area.pim_share'"),
+        ("axes", "area.n_stacks", "[4, 5]", "'area.stacks'"),
+    ],
+)
+def test_old_area_fields_name_the_new_one(tmp_path, capsys, section, field, value, new):
+    """The single-budget model's fields are one-line errors naming file, field, value and
+    the field to use, in the library and on the command line."""
+    node = "['N5']" if section == "axes" else "'N5'"
+    path = write_spec(tmp_path, f"[{section}]\n'area.node' = {node}\n'{field}' = {value}\n")
+    with pytest.raises(cm.InputError) as e:
+        sw.load_spec(path)
+    message = str(e.value)
+    for needle in (str(path), f"[{section}]", repr(field), f"= {value}", new):
+        assert needle in message, (needle, message)
+    assert "\n" not in message
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert new in err and err.count("\n") == 1
 
 
 def test_without_pyarrow_the_store_says_how_to_install_it(tmp_path, monkeypatch, big):

@@ -1,6 +1,8 @@
 """From a design (a logic die and DRAM stacks) to a chip, through technology constants.
 
-Two dies, two budgets, one price (`chip_from_design`, what co-design optimises):
+Two dies, two budgets, one price (`chip_from_design`, the one formula from an area
+split to a chip: what co-design optimises, the sweep's area mode sweeps and
+`explain`'s area designs differentiate):
 
 - the **logic die** (area in m² at a logic node) pays for fixed I/O, one HBM PHY per
   stack, and compute and SRAM (a softmax over the two);
@@ -8,17 +10,13 @@ Two dies, two budgets, one price (`chip_from_design`, what co-design optimises):
   dies, of which a share ρ are PIM dies: a PIM die, in a DRAM process, holds less
   capacity (its PIM logic takes cell area) and gives its banks' internal bandwidth
   and FLOP/s to the PIM tier; the PIM logic is DRAM-process area on the DRAM dies,
-  never charged to the logic die;
+  never charged to the logic die (HBM-PIM's PIM dies hold half the capacity of a
+  standard die, the rest of their area being PIM logic: S. Lee et al., ISCA 2021);
 - **one price**: good logic die + package + stacks (`costmodel._core.economics`).
 
-`chip_from_area` is the older single-budget model (one mm² budget over compute, SRAM
-and PIM logic, on the logic die), kept for the sweep's area mode and `explain`'s
-designs. The area budget pays first for fixed I/O (links, PCIe, misc) and one PHY per HBM
-stack; the rest is split by a softmax of logits over compute, SRAM and PIM. Compute
-area gives FLOP/s; SRAM area gives capacity and bandwidth; PIM area is bank-level
-PIM logic on the DRAM dies, which makes part of the DRAM reachable by in-memory
-compute and displaces normal DRAM capacity (HBM-PIM's PIM dies hold half the capacity
-of a standard die, the rest of their area being PIM logic: S. Lee et al., ISCA 2021).
+A design is a vector of logits (`DESIGN_VARIABLES`, `design_point`), or readable
+shares and counts (`design_from_split`: a logic-die area, the SRAM share of its free
+area, a stack count and a PIM share, mapped onto the logits by `design_logits`).
 """
 
 import equinox as eqx
@@ -29,8 +27,6 @@ from .chip import DEFAULT_OVERLAP, Chip, make_chip
 from .economics import Economics, die_area_for_cost, die_cost, stack_cost
 from .types import PerPrecision, RealScalarLike, Scalar
 
-
-AREA_PARTS = ("compute", "sram", "pim")
 
 DESIGN_VARIABLES = ("compute", "sram", "pim_share", "stacks", "die_share")
 """The entries of a design vector (`chip_from_design`), all unconstrained reals:
@@ -60,13 +56,16 @@ class Technology(eqx.Module):
         sram_energy_per_byte: J/B read from SRAM.
         sram_latency: s.
         leakage_per_area: static W/m² of logic and SRAM.
-        pim_flops_per_area: FLOP/s per m² of PIM logic.
-        pim_bandwidth_per_area: internal B/s per m² of PIM logic.
-        pim_capacity_per_area: PIM-reachable DRAM bytes per m² of PIM logic.
-        pim_capacity_lost_per_area: normal DRAM bytes displaced per m² of PIM logic.
+        pim_flops_per_area: FLOP/s per m² of PIM logic (the tech file's per-area
+            PIM figures; no chip is built from them since the single-budget model
+            left: a designed chip's PIM comes from its PIM dies' banks).
+        pim_bandwidth_per_area: internal B/s per m² of PIM logic (likewise).
+        pim_capacity_per_area: PIM-reachable DRAM bytes per m² of PIM logic (likewise).
+        pim_capacity_lost_per_area: normal DRAM bytes displaced per m² of PIM logic
+            (likewise).
         pim_energy_per_byte: J/B of an internal PIM access.
         pim_latency: s.
-        stack_capacity: bytes per HBM stack.
+        stack_capacity: bytes per HBM stack (`dies_per_stack` × `die_capacity`).
         stack_bandwidth: B/s per HBM stack.
         dram_energy_per_byte: J/B off-chip.
         dram_latency: s.
@@ -126,12 +125,6 @@ def fixed_area(tech: Technology, n_stacks: RealScalarLike) -> Scalar:
     return tech.io_area + n_stacks * tech.phy_area
 
 
-def area_split(budget: RealScalarLike, logits, tech: Technology, n_stacks: RealScalarLike):
-    """Area per part (`AREA_PARTS`), m²: the budget left after fixed I/O, by softmax."""
-    free = jnp.maximum(budget - fixed_area(tech, n_stacks), 0.0)
-    return free * jax.nn.softmax(logits, axis=-1)
-
-
 def area_logits(parts):
     """Logits whose softmax gives back `parts` (areas or area fractions) exactly.
 
@@ -143,66 +136,6 @@ def area_logits(parts):
     # is the constant -inf instead, with a zero gradient, and softmax maps it to 0.
     ok = parts > 0
     return jnp.where(ok, jnp.log(jnp.where(ok, parts, 1.0)), -jnp.inf)
-
-
-def chip_from_area(
-    budget: RealScalarLike,
-    logits,
-    tech: Technology,
-    *,
-    n_stacks: RealScalarLike = 5,
-    compute_efficiency: RealScalarLike = 0.8,
-    memory_efficiency: RealScalarLike = 0.9,
-    kernel_overhead: RealScalarLike = 0.0,
-    overlap: RealScalarLike = DEFAULT_OVERLAP,
-    power_cap: RealScalarLike = 1e9,
-) -> Chip:
-    """A chip whose compute, SRAM and PIM come from an area split.
-
-    Args:
-        budget: total die area, m².
-        logits: `[3]` logits of the split over `AREA_PARTS`.
-        tech: the technology constants.
-        n_stacks: HBM stacks (each brings capacity, bandwidth and a PHY).
-        compute_efficiency, memory_efficiency: achievable fractions of peak.
-        kernel_overhead: fixed time per layer per step, s.
-        overlap: p of the channel-overlap p-norm.
-        power_cap: W.
-
-    Returns:
-        A differentiable `Chip` (gradients flow to `budget`, `logits` and `tech`).
-
-    Examples:
-        >>> import costmodel as cm, jax.numpy as jnp
-        >>> chip = cm.chip_from_area(814e-6, jnp.zeros(3), cm.tech_preset("N5"))
-        >>> bool(chip.peak_flops[1] > 0)
-        True
-    """
-    compute, sram, pim = area_split(budget, logits, tech, n_stacks)
-    pim_capacity = pim * tech.pim_capacity_per_area
-    dram_capacity = jnp.maximum(
-        n_stacks * tech.stack_capacity - pim * (tech.pim_capacity_per_area + tech.pim_capacity_lost_per_area),
-        0.0,
-    )
-    dram_bandwidth = n_stacks * tech.stack_bandwidth
-    return make_chip(
-        capacity=jnp.stack([sram * tech.sram_capacity_per_area, pim_capacity, dram_capacity]),
-        bandwidth=jnp.stack([sram * tech.sram_bandwidth_per_area, dram_bandwidth, dram_bandwidth]),
-        latency=jnp.stack([tech.sram_latency, tech.pim_latency, tech.dram_latency]),
-        energy_per_byte=jnp.stack([tech.sram_energy_per_byte, tech.dram_energy_per_byte, tech.dram_energy_per_byte]),
-        efficiency=jnp.full((3,), memory_efficiency),
-        pim_bandwidth=pim * tech.pim_bandwidth_per_area,
-        pim_flops=pim * tech.pim_flops_per_area,
-        pim_energy_per_byte=tech.pim_energy_per_byte,
-        peak_flops=compute * tech.flops_per_area,
-        compute_efficiency=compute_efficiency,
-        energy_per_flop=tech.energy_per_flop,
-        static_power=(compute + sram) * tech.leakage_per_area,
-        power_cap=power_cap,
-        kernel_overhead=kernel_overhead,
-        overlap=overlap,
-        area=budget,
-    )
 
 
 # --- two dies, two budgets, one price ----------------------------------------------------
@@ -424,3 +357,54 @@ def chip_from_design(
         overlap=overlap,
         area=d.logic_area,
     )
+
+
+def tier_efficiency(memory_efficiency: RealScalarLike):
+    """`[3]` per-tier efficiency of a designed chip: `memory_efficiency` for SRAM and
+    DRAM, 1 for PIM, whose bank units reach `Technology.pim_derate` of their rate
+    already (the derate is not applied twice), as co-design's chips have it."""
+    m = jnp.asarray(memory_efficiency, dtype=float)
+    return jnp.stack([m, jnp.ones_like(m), m])
+
+
+def design_from_split(
+    logic_area: RealScalarLike,
+    sram_share: RealScalarLike,
+    stacks: RealScalarLike,
+    pim_share: RealScalarLike,
+    tech: Technology,
+    econ: Economics,
+) -> Design:
+    """The design of readable shares and counts, under an area budget with fixed stacks.
+
+    `design_logits` maps the shares onto a design vector and `design_point` builds
+    the design from it, so a split means exactly what co-design's vector means. An
+    end of a range is exact: `sram_share` 0 gives no SRAM, `pim_share` 0 no PIM die.
+    Everything is traced (no Python branch on a value), so it vmaps over configs.
+
+    Args:
+        logic_area: logic die area, m² (I/O, HBM PHYs, compute and SRAM).
+        sram_share: share of the logic die's free area (after I/O and PHYs) that is
+            SRAM, in [0, 1]; the rest is compute.
+        stacks: HBM stacks (each `dies_per_stack` DRAM dies and one PHY).
+        pim_share: share ρ of the DRAM dies that are PIM dies, in [0, 1] (a share
+            that is not a multiple of `1 / dies_per_stack` is the continuous
+            relaxation co-design optimises over).
+        tech, econ: the technology and its prices.
+
+    Returns:
+        A `Design` (its `chip_usd` is the one price), differentiable in every input.
+
+    Examples:
+        >>> import costmodel as cm
+        >>> from costmodel._core.area import chip_from_design, design_from_split
+        >>> tech, econ = cm.tech_preset("N5"), cm.economics_preset("N5")
+        >>> d = design_from_split(814e-6, 0.25, 5.0, 0.25, tech, econ)
+        >>> float(d.pim_dies), round(float(d.sram_area / (d.compute_area + d.sram_area)), 6)
+        (10.0, 0.25)
+        >>> bool(chip_from_design(d, tech).pim_flops > 0)
+        True
+    """
+    sram = jnp.asarray(sram_share, dtype=float)
+    x = design_logits(1.0 - sram, pim_share, stacks, tech, econ)
+    return design_point(x, tech, econ, logic_area=logic_area, n_stacks=stacks, budget="area", stacks="fixed")

@@ -10,14 +10,30 @@ from .args import add_model_arg, add_scenario_args, positive_int, positive_numbe
 from .economics import add_economics_args
 
 
-def _split(text: str) -> tuple[float, float, float]:
+def _split(text: str) -> tuple[float, float]:
     try:
         parts = tuple(float(x) for x in text.split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected three numbers 'compute,sram,pim'") from None
-    if len(parts) != 3 or any(not (p >= 0) or p == float("inf") for p in parts) or sum(parts) <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected three numbers >= 0 'compute,sram,pim', not all 0")
+        raise argparse.ArgumentTypeError(f"{text!r}: expected two numbers 'compute,sram'") from None
+    if len(parts) == 3:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: three numbers are the old single-budget split (compute,sram,pim of one die), which is gone; "
+            "expected two numbers 'compute,sram' (shares of the logic die's free area), with PIM as --pim-share "
+            "(a share of the DRAM dies)"
+        )
+    if len(parts) != 2 or any(not (p >= 0) or p == float("inf") for p in parts) or sum(parts) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected two numbers >= 0 'compute,sram', not both 0")
     return parts  # type: ignore[return-value]
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number in [0, 1]") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number in [0, 1]")
+    return value
 
 
 def add_commands(subparsers) -> None:
@@ -26,7 +42,8 @@ def add_commands(subparsers) -> None:
         help="elasticities of time, energy and cost per token, and the buyer's questions answered",
         description=(
             "Elasticities d log y / d log x (jax.grad) of seconds, joules and USD per token w.r.t. peak FLOP/s, "
-            "each tier's bandwidth and capacity and (with --tech) each part of the die area; on-chip byte share, "
+            "each tier's bandwidth and capacity and (with --tech) the design's compute and SRAM area, PIM share "
+            "and stacks; on-chip byte share, "
             "compute utilisation, sustained-to-peak ratio and cost per token."
         ),
     )
@@ -37,11 +54,29 @@ def add_commands(subparsers) -> None:
     add_scenario_args(p)
     p.add_argument("--mode", default="peak", choices=("peak", "sustained"), help="which cost to differentiate")
     g = p.add_argument_group("area-designed chip (instead of --chip)")
-    g.add_argument("--tech", default=None, help="technology node: design the chip from an area split")
+    g.add_argument(
+        "--tech", default=None, help="technology node: design the chip on the two-die model (logic die + HBM stacks)"
+    )
     die = REFERENCE_DIE_AREA * 1e6
-    g.add_argument("--area", type=positive_number, default=die, help=f"die area, mm² (default {die:g})")
-    g.add_argument("--split", type=_split, default=(0.9, 0.08, 0.02), help="compute,sram,pim shares of free area")
+    g.add_argument(
+        "--area",
+        type=positive_number,
+        default=die,
+        help=f"logic die area, mm²: I/O, one PHY per stack, compute and SRAM (default {die:g})",
+    )
+    g.add_argument(
+        "--split",
+        type=_split,
+        default=(0.9, 0.1),
+        help="compute,sram shares of the logic die's free area after I/O and PHYs (default 0.9,0.1)",
+    )
     g.add_argument("--stacks", type=positive_int, default=5, help="HBM stacks (default 5)")
+    g.add_argument(
+        "--pim-share",
+        type=_share,
+        default=0.125,
+        help="share of the stacks' DRAM dies that are PIM dies, PIM logic on the DRAM dies (default 0.125)",
+    )
     g.add_argument("--power-cap", type=positive_number, default=700.0, help="power cap per chip, W (default 700)")
     g.add_argument("--max-chips", type=positive_int, default=8, help="largest system to size to (default 8)")
     add_economics_args(p)
@@ -53,6 +88,7 @@ def _design(args):
     """(ChipInfo, AreaDesign or None, economics, pricing note) from the arguments."""
     import dataclasses
 
+    from .._core.area import MIN_FREE_AREA, fixed_area
     from ..explain import AreaDesign
     from ..io import ChipInfo, InputError, chip_info, tech_preset
     from .economics import economics_from_args
@@ -67,14 +103,23 @@ def _design(args):
     if args.chip is not None:
         raise InputError(f"--chip {args.chip!r} and --tech {args.tech!r}: give one (a preset, or an area design)")
     tech = tech_preset(args.tech)
-    design = AreaDesign.from_split(tech, args.area * 1e-6, args.split, float(args.stacks), power_cap=args.power_cap)
-    free = float(sum(design.parts))
-    if free <= 0:
-        raise InputError(f"--area {args.area:g}: expected more than the fixed I/O and PHY area of {args.stacks} stacks")
-    label = f"{args.area:g} mm² at {args.tech}, split {','.join(f'{s:g}' for s in args.split)}"
-    info = ChipInfo(design.chip(), args.placement or "greedy", args.max_chips, "area-design", "", label)
+    fixed = float(fixed_area(tech, float(args.stacks))) * 1e6
+    if args.area - fixed < MIN_FREE_AREA * 1e6:
+        raise InputError(
+            f"--area {args.area:g}: expected a logic die at least {MIN_FREE_AREA * 1e6:g} mm² larger than its "
+            f"fixed I/O and {args.stacks} HBM PHYs ({fixed:.1f} mm² at {args.tech})"
+        )
     args.node = args.node or args.tech
     econ, _, note = economics_from_args(args, "area-design")
+    design = AreaDesign.from_split(
+        tech, econ, args.area * 1e-6, args.split, float(args.stacks), args.pim_share, power_cap=args.power_cap
+    )
+    split = ",".join(f"{s:g}" for s in args.split)
+    label = (
+        f"{args.area:g} mm² logic die at {args.tech}, compute,sram {split}, "
+        f"{args.stacks} stacks, PIM share {args.pim_share:g}"
+    )
+    info = ChipInfo(design.chip(), args.placement or "greedy", args.max_chips, "area-design", "", label)
     return info, design, econ, note
 
 

@@ -9,8 +9,12 @@ does not matter here"). Doubling `x` changes `y` by about `2**e - 1`.
 
 Parameters: peak FLOP/s (all precisions together), each tier's bandwidth (for PIM the
 internal, bank-level bandwidth), PIM FLOP/s, the chip-to-chip link bandwidth, each
-tier's capacity and, for a chip designed from an area split (`chip_from_area`), the
-area of compute, SRAM and PIM (each part grows alone, so the die grows with it).
+tier's capacity and, for a chip designed on the two-die model (`AreaDesign`, through
+`costmodel._core.area.chip_from_design`), its design: the logic die's compute and SRAM
+areas (each grows alone, so the die grows with it), the share of the DRAM dies that
+are PIM dies, and the HBM stack count (each stack with its PHY on the logic die).
+Such a chip is priced as the design is (good logic die, stacks with the PIM premium,
+package), as co-design prices it.
 
 Modules: `design` (`AreaDesign`), `cascade` (`cascade_placement`), `sensitivity`
 (`explain`, the elasticities) and `questions` (`answers`: the buyer's questions in
@@ -18,7 +22,7 @@ sentences). The roofline plot is `costmodel.report.roofline.roofline_plot`.
 """
 
 from .cascade import cascade_placement as cascade_placement
-from .design import DEFAULT_LINKS as DEFAULT_LINKS, AreaDesign as AreaDesign
+from .design import DEFAULT_LINKS as DEFAULT_LINKS, DESIGN_PARAMETERS as DESIGN_PARAMETERS, AreaDesign as AreaDesign
 from .questions import answers as answers
 from .sensitivity import (
     AREA_PARAMETERS as AREA_PARAMETERS,

@@ -17,7 +17,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core.area import AREA_PARTS
 from .._core.chip import DRAM, PIM, SRAM, TIERS, Chip
 from .._core.cost import BOUNDS, Cost, decode_cost
 from .._core.economics import Economics, TokenCost, token_cost
@@ -26,7 +25,7 @@ from .._core.power import sustained_cost
 from .._core.traffic import IS_KV, class_rows, lower_traffic
 from .._core.workload import Workload
 from .cascade import _cascade, _wishes
-from .design import AreaDesign
+from .design import DESIGN_PARAMETERS, AreaDesign
 from .history import hot_history
 from .questions import answers
 
@@ -44,7 +43,10 @@ CHIP_PARAMETERS = (
     "link_bandwidth",
 )
 CAPACITY_PARAMETERS = ("capacity.sram", "capacity.pim", "capacity.dram")
-AREA_PARAMETERS = tuple(f"area.{p}" for p in AREA_PARTS)
+AREA_PARAMETERS = tuple(f"area.{p}" for p in DESIGN_PARAMETERS)
+"""Parameters of an area design (`AreaDesign`): the logic die's compute and SRAM areas
+(each grows alone, and the die with it), the PIM share of the DRAM dies and the HBM
+stack count (each stack brings its PHY on the logic die)."""
 
 
 def _scale_chip(chip: Chip, log_scale: dict[str, Any]) -> Chip:
@@ -70,14 +72,14 @@ def _scale_chip(chip: Chip, log_scale: dict[str, Any]) -> Chip:
     )
 
 
-def _objectives(workload, chip, placement, econ, mode) -> tuple[Cost, TokenCost, Any]:
+def _objectives(workload, chip, placement, econ, mode, price=None) -> tuple[Cost, TokenCost, Any]:
     if mode == "sustained":
         s = sustained_cost(workload, chip, placement)
         cost, ratio = s.cost, s.sustained_to_peak
     else:
         cost = decode_cost(workload, chip, placement)
         ratio = jnp.ones_like(cost.seconds_per_step)
-    return cost, token_cost(cost, chip, econ), ratio
+    return cost, token_cost(cost, chip, econ, price), ratio
 
 
 def _logs(cost: Cost, money: TokenCost):
@@ -85,33 +87,37 @@ def _logs(cost: Cost, money: TokenCost):
 
 
 @eqx.filter_jit
-def _gradients(workload: Workload, chip: Chip, econ: Economics, hard, wishes, mode: str, area_parts, area):
+def _gradients(workload: Workload, chip: Chip, econ: Economics, hard, wishes, mode: str, area_values, area):
     """Jacobians of the three log-objectives w.r.t. log-parameters at the design point.
 
     The policy enters as arrays (its hard placement and its wishes), not as a static
-    string, so that every policy shares one compiled program.
+    string, so that every policy shares one compiled program. An area design is
+    priced as a whole (`AreaDesign.price`: die, stacks with the PIM premium, package).
     """
     traffic = lower_traffic(workload)
     hard = jax.lax.stop_gradient(hard)
     tp, pp = chip.tensor_parallel, chip.pipeline_parallel
     dtype = chip.peak_flops.dtype
 
-    def build(log_parts):
+    def build(log_values):
         if area is None:
-            return chip
-        base = area.chip(area_parts * jnp.exp(log_parts))
-        return base.replace(tensor_parallel=tp, pipeline_parallel=pp)
+            return chip, None
+        values = area_values * jnp.exp(log_values)
+        base = area.chip(values)
+        return base.replace(tensor_parallel=tp, pipeline_parallel=pp), area.price(values, econ)
 
     def fixed_placement(theta):
         c = _scale_chip(chip, theta)
-        return _logs(*_objectives(workload, c, hard, econ, mode)[:2])
+        price = None if area is None else area.price(area_values, econ)
+        return _logs(*_objectives(workload, c, hard, econ, mode, price)[:2])
 
-    def responsive(theta, log_parts):
-        c = _scale_chip(build(log_parts), theta)
-        return _logs(*_objectives(workload, c, _cascade(traffic, c, wishes), econ, mode)[:2])
+    def responsive(theta, log_values):
+        base, price = build(log_values)
+        c = _scale_chip(base, theta)
+        return _logs(*_objectives(workload, c, _cascade(traffic, c, wishes), econ, mode, price)[:2])
 
     zeros = lambda names: {k: jnp.zeros((), dtype=dtype) for k in names}
-    no_area = jnp.zeros((len(AREA_PARTS),), dtype=dtype)
+    no_area = jnp.zeros((len(AREA_PARAMETERS),), dtype=dtype)
     j_fixed = jax.jacrev(fixed_placement)(zeros(CHIP_PARAMETERS))
     j_cap, j_area = jax.jacrev(responsive, argnums=(0, 1))(zeros(CAPACITY_PARAMETERS), no_area)
     return j_fixed, j_cap, j_area, responsive(zeros(()), no_area)
@@ -152,7 +158,10 @@ def explain(
         policy: the placement policy the system uses (`costmodel.POLICIES`).
         mode: "peak" (full clock) or "sustained" (clock lowered to the power cap):
             which cost the elasticities are of.
-        area: the area design the chip came from, for area elasticities.
+        area: the area design the chip came from, for area elasticities; its chip
+            is priced as the design (`AreaDesign.price` at `econ`'s prices: good
+            logic die, stacks with the PIM premium, package), so the chip-parameter
+            elasticities hold that price fixed.
 
     Returns:
         An `Explanation`: a JSON-ready record (elasticities in
@@ -171,11 +180,11 @@ def explain(
     """
     if mode not in ("peak", "sustained"):
         raise ValueError(f"mode {mode!r}: expected 'peak' or 'sustained'")
-    parts = None if area is None else jnp.asarray(area.parts, dtype=float)
+    values = None if area is None else jnp.asarray(area.values, dtype=float)
     traffic = lower_traffic(workload)
     placement = _policy_placement(policy, traffic, chip)
     wishes = _wishes(policy, chip.peak_flops.dtype)
-    j_fixed, j_cap, j_area, base_cascade = _gradients(workload, chip, econ, placement, wishes, mode, parts, area)
+    j_fixed, j_cap, j_area, base_cascade = _gradients(workload, chip, econ, placement, wishes, mode, values, area)
 
     by_objective: dict[str, dict[str, float]] = {}
     for i, obj in enumerate(OBJECTIVES):
@@ -188,8 +197,9 @@ def explain(
     s = _sustained_cost(workload, chip, placement)
     peak, sus = s.peak, s.cost
     cost = sus if mode == "sustained" else peak
-    money_peak = token_cost(peak, chip, econ)
-    money_sus = token_cost(sus, chip, econ)
+    price = None if area is None else area.price(values, econ)
+    money_peak = token_cost(peak, chip, econ, price)
+    money_sus = token_cost(sus, chip, econ, price)
 
     tier_bytes = np.asarray(cost.tier_bytes, dtype=float)
     total = tier_bytes.sum()

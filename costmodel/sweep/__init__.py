@@ -2,7 +2,11 @@
 
 A sweep spec (TOML, see `spec`) names *axes*: lists of values or numeric ranges over
 the model, batch, context, number formats, placement policy, chip preset, any `Chip`
-field, or an area split through `chip_from_area` at a technology node. Configs are
+field, or a two-die design at a technology node (`area.logic_mm2`, `area.sram`,
+`area.stacks`, `area.pim_share`, ...: a logic die and HBM stacks, some of whose DRAM
+dies are PIM dies, through `chip_from_design`, the model co-design optimises; each
+area config's row also holds its design's compute and SRAM mm², PIM dies and price
+per chip). Configs are
 enumerated as a grid (every combination, last axis fastest) or drawn by Latin
 hypercube sampling from a seed. Either way config `i` is a pure function of the spec
 and `i`, so any range of configs can be generated on its own: chunks need no shared
@@ -29,6 +33,7 @@ from typing import Any
 from .pareto import pareto_front as pareto_front, pareto_mask as pareto_mask
 from .program import (
     _CACHE as _CACHE,
+    AREA_RESULTS as AREA_RESULTS,
     COMPILER_OPTIONS as COMPILER_OPTIONS,
     RESULTS as RESULTS,
     Sweep as Sweep,
@@ -46,6 +51,7 @@ from .spec import (
     CHOICES as CHOICES,
     DEFAULT_CHUNK as DEFAULT_CHUNK,
     PARAMETERS as PARAMETERS,
+    RENAMED as RENAMED,
     Axis as Axis,
     SweepSpec as SweepSpec,
     _known as _known,

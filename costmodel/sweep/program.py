@@ -19,14 +19,15 @@ import jax.numpy as jnp
 import jax.tree_util as jtu
 import numpy as np
 
-from .._core.area import Technology, area_logits, chip_from_area
+from .._core.area import Technology, chip_from_design, design_from_split, tier_efficiency
 from .._core.chip import Chip
 from .._core.cost import BOUNDS, decode_cost
+from .._core.economics import Economics
 from .._core.placement import POLICIES
 from .._core.traffic import lower_traffic
 from .._core.workload import AccessProfile, Model, Scenario, Workload
 from ..evaluation import ALL_TIERS, FAST_TIERS, size_system, system_placement, tier_mask
-from ..io import InputError, chip_info, formats, load_model, tech_preset
+from ..io import InputError, chip_info, economics_preset, formats, load_model, tech_preset
 from ..io.profiles import profile_info
 from ._arrow import pyarrow
 from .sampling import latin_hypercube
@@ -43,6 +44,20 @@ RESULTS = (
 )
 """Float result columns (SI units: s, tokens/s, J, W, B), besides `bound`, `feasible`,
 `chips`, `tensor_parallel` and `pipeline_parallel`."""
+
+AREA_RESULTS = (
+    "area.compute",
+    "area.compute_mm2",
+    "area.sram_mm2",
+    "area.io_and_phys_mm2",
+    "area.pim_dies",
+    "area.chip_usd",
+)
+"""Float columns of an area config's design, after its config columns (`area.logic_mm2`,
+`area.sram`, `area.stacks`, `area.pim_share`, ...): the compute share of the logic
+die's free area (1 − `area.sram`); the compute, SRAM and fixed (I/O and HBM PHYs)
+areas of the logic die, mm²; PIM dies per chip; the price of one chip (good logic die,
+stacks with the PIM premium, package; `data/tech.toml` at `area.node`), USD."""
 
 COMPILER_OPTIONS: dict[str, Any] = {"xla_cpu_experimental_ynn_fusion_type": ""}
 """XLA options of the sweep's programs: no YNNPACK fusions on the CPU. By default XLA
@@ -156,6 +171,8 @@ class Sweep:
         if spec.area_mode:
             techs: list[Technology] = [tech_preset(n) for n in self.choices["area.node"]]
             self._techs = techs[0] if len(techs) == 1 else _stack(techs)
+            econs: list[Economics] = [economics_preset(n) for n in self.choices["area.node"]]
+            self._econs = econs[0] if len(econs) == 1 else _stack(econs)
             own = ["greedy"]
             self._own_policy = np.zeros(1, np.int32)
         else:
@@ -266,27 +283,37 @@ class Sweep:
 
         if spec.area_mode:
             tech = pick(self._techs, "area.node")
-            sram, pim = num("area.sram"), num("area.pim")
-            compute = 1.0 - sram - pim
-            # An impossible split (sram + pim >= 1 leaves no compute) is reported as
-            # infeasible; the chip is built from a harmless split so nothing is NaN.
-            ok = compute > 1e-6
-            fractions = jnp.stack([jnp.where(ok, compute, 1.0), jnp.where(ok, sram, 0.0), jnp.where(ok, pim, 0.0)])
-            logits = area_logits(fractions)  # an empty part gets exactly no area
-            chip = chip_from_area(
-                num("area.budget_mm2") * 1e-6,
-                logits,
+            econ = pick(self._econs, "area.node")
+            sram = num("area.sram")
+            # The design co-design's vector describes (`design_logits`): an end of a
+            # share is exact (no SRAM at 0, no PIM die at 0).
+            design = design_from_split(
+                num("area.logic_mm2") * 1e-6, sram, num("area.stacks"), num("area.pim_share"), tech, econ
+            )
+            chip = chip_from_design(
+                design,
                 tech,
-                n_stacks=num("area.n_stacks"),
                 compute_efficiency=num("area.compute_efficiency"),
-                memory_efficiency=num("area.memory_efficiency"),
+                memory_efficiency=tier_efficiency(num("area.memory_efficiency")),
                 kernel_overhead=num("area.kernel_overhead_us") * 1e-6,
                 overlap=num("area.overlap"),
                 power_cap=num("area.power_cap_w"),
             )
-            valid = valid & ok
+            # A logic die that cannot hold its I/O and PHYs keeps a sliver of free
+            # area (finite, very slow) and is reported as infeasible; so is one with
+            # no compute area (`area.sram` = 1), whose host FLOPs have nowhere to run.
+            valid = valid & design.logic_fits & (sram < 1.0 - 1e-6)
             max_chips = num("area.max_chips")
-            out["area.compute"] = jnp.where(ok, compute, 0.0)
+            out.update(
+                {
+                    "area.compute": 1.0 - sram,
+                    "area.compute_mm2": design.compute_area * 1e6,
+                    "area.sram_mm2": design.sram_area * 1e6,
+                    "area.io_and_phys_mm2": design.fixed_area * 1e6,
+                    "area.pim_dies": design.pim_dies,
+                    "area.chip_usd": design.chip_usd,
+                }
+            )
             chip_index = jnp.asarray(0, jnp.int32)
         else:
             chip = pick(self._chips, "chip")
@@ -390,8 +417,9 @@ class Sweep:
             else:
                 cols[name] = pa.array(np.full(n, self.spec.base[name], np.float32))
         cols["placement"] = names(self.policies, res.pop("placement"))
-        if "area.compute" in res:
-            cols["area.compute"] = pa.array(res.pop("area.compute"))
+        for name in AREA_RESULTS:
+            if name in res:
+                cols[name] = pa.array(res.pop(name).astype(np.float32))
         tp, pp = res.pop("tensor_parallel"), res.pop("pipeline_parallel")
         cols["chips_used"] = pa.array((tp * pp).astype(np.int32))
         cols["tensor_parallel"] = pa.array(tp.astype(np.int32))

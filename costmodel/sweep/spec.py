@@ -1,8 +1,10 @@
 """Sweep specs: the TOML schema, its parameters and axes, parsing and validation.
 
 A sweep spec names *axes*: lists of values or numeric ranges over the model, batch,
-context, number formats, placement policy, chip preset, any `Chip` field, or an area
-split through `chip_from_area` at a technology node. The format::
+context, number formats, placement policy, chip preset, any `Chip` field, or a
+two-die design at a technology node (a logic die and HBM stacks, through
+`costmodel._core.area.design_from_split` and `chip_from_design`, the model co-design
+optimises). The format::
 
     [sweep]
     sampling = "grid"          # "grid" (every combination) or "random" (Latin hypercube)
@@ -24,12 +26,24 @@ Parameters (see `PARAMETERS` and `CHIP_FIELDS`): `model` (preset ids), `chip` (p
 ids), `batch`, `context`, `prefix` (tokens), `weights`, `kv` (formats by name),
 `placement` (a policy; by default each chip's own), `chips` (system size, a whole
 number or "auto": the fewest that fit, as `costmodel evaluate` sizes it), `area.*`
-(an area split: `area.node`, `area.budget_mm2`, `area.sram` and `area.pim` as
-fractions of the area left after I/O, the rest being compute, ...), `profile` (a KV
+(a two-die design instead of a chip preset: `area.node`, the technology; `area.logic_mm2`,
+the logic die's area, which holds the fixed I/O, one HBM PHY per stack, compute and
+SRAM; `area.sram`, the share of the logic die's free area that is SRAM, the rest
+being compute; `area.stacks`, the HBM stack count, whole; `area.pim_share`, the share
+of the stacks' DRAM dies that are PIM dies, PIM logic on the DRAM dies, never on the
+logic die, a share off the multiples of 1/dies-per-stack being co-design's continuous
+relaxation; and `area.compute_efficiency`, `area.memory_efficiency` (of SRAM and
+DRAM; the PIM units reach their derated bank rate), `area.power_cap_w`,
+`area.kernel_overhead_us`, `area.overlap`, `area.max_chips`), `profile` (a KV
 access profile: preset ids or profile TOML paths) and `profile.<field>` (one of its
 numbers, e.g. `profile.budget_tokens`), and `chip.<field>`
 overrides applied last (`chip.peak_flops` sets every precision, `chip.peak_flops.8`
 one of them; `chip.tiers.capacity.sram` one tier).
+
+The single-budget area model is gone: `area.budget_mm2`, `area.pim` and
+`area.n_stacks` are errors that name the field to use instead (`RENAMED`), not
+silently re-read, since the same spec would give other numbers (the old budget also
+paid for PIM logic; the old PIM part was logic-die area, not a share of DRAM dies).
 """
 
 from __future__ import annotations
@@ -44,10 +58,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._core.area import AREA_PARTS, REFERENCE_DIE_AREA, chip_from_area
+from .._core.area import DESIGN_VARIABLES, REFERENCE_DIE_AREA, chip_from_design, design_point
 from .._core.chip import DEFAULT_OVERLAP, TIERS, Chip, Tiers, make_chip
 from .._core.placement import POLICIES
 from .._core.workload import PRECISIONS
@@ -81,10 +96,10 @@ PARAMETERS: dict[str, str] = {
     "context": "nonneg",
     "prefix": "nonneg",
     "chips": "count",
-    "area.budget_mm2": "positive",
+    "area.logic_mm2": "positive",
     "area.sram": "unit",
-    "area.pim": "unit",
-    "area.n_stacks": "nonneg",
+    "area.stacks": "wholenonneg",
+    "area.pim_share": "unit",
     "area.compute_efficiency": "fraction",
     "area.memory_efficiency": "fraction",
     "area.power_cap_w": "positive",
@@ -101,18 +116,32 @@ PARAMETERS: dict[str, str] = {
 """Numeric parameters (besides `chip.*`) and their kinds. Units: tokens; mm², W, µs.
 A `profile.*` field overrides that field of the `profile` (an `AccessProfile`)."""
 
+RENAMED: dict[str, str] = {
+    "area.budget_mm2": "the single budget (compute, SRAM and PIM logic on one die) is gone; expected "
+    "'area.logic_mm2', the logic die (I/O, HBM PHYs, compute and SRAM; PIM logic is on the DRAM dies)",
+    "area.pim": "the PIM share of the logic die's area is gone; expected 'area.pim_share', the share of "
+    "the DRAM dies that are PIM dies, in [0, 1] (and 'area.sram' is now a share of the compute and SRAM area)",
+    "area.n_stacks": "renamed; expected 'area.stacks', the HBM stack count (a whole number >= 0)",
+}
+"""Fields of the single-budget area model, and what to write instead."""
+
 
 def _area_defaults() -> dict[str, Any]:
-    """The area split's defaults, from the sources they mirror (no number written twice)."""
-    kw = {n: p.default for n, p in inspect.signature(chip_from_area).parameters.items() if p.kind is p.KEYWORD_ONLY}
-    equal = 1 / len(AREA_PARTS)  # zero logits: every part of the free area alike
+    """The design's defaults, from the sources they mirror (no number written twice)."""
+
+    def defaults(f):
+        return {n: p.default for n, p in inspect.signature(f).parameters.items() if p.kind is p.KEYWORD_ONLY}
+
+    kw, point = defaults(chip_from_design), defaults(design_point)
+    # The zero design vector: compute and SRAM alike, half the DRAM dies PIM dies.
+    zero = jnp.zeros(len(DESIGN_VARIABLES))
     return {
         "area.node": "N5",
         # 12 significant digits: 814e-6 m² is 814 mm², not 814.0000000000001.
-        "area.budget_mm2": float(f"{REFERENCE_DIE_AREA / 1e-6:.12g}"),
-        "area.sram": equal,
-        "area.pim": equal,
-        "area.n_stacks": float(kw["n_stacks"]),
+        "area.logic_mm2": float(f"{REFERENCE_DIE_AREA / 1e-6:.12g}"),
+        "area.sram": float(jax.nn.softmax(zero[:2])[1]),
+        "area.stacks": float(point["n_stacks"]),
+        "area.pim_share": float(jax.nn.sigmoid(zero[2])),
         "area.compute_efficiency": float(kw["compute_efficiency"]),
         "area.memory_efficiency": float(kw["memory_efficiency"]),
         "area.power_cap_w": float(kw["power_cap"]),
@@ -123,9 +152,10 @@ def _area_defaults() -> dict[str, Any]:
 
 
 _AREA_DEFAULTS = _area_defaults()
-"""Defaults of an area-split chip: those of `chip_from_area` (equal parts of the free
-area, its HBM stacks, efficiencies, overlap and power cap) on a `REFERENCE_DIE_AREA`
-(814 mm², H100-sized) N5 die, in a system of at most 64 chips."""
+"""Defaults of a two-die design: the zero design vector's split (compute and SRAM alike,
+PIM share 1/2), `design_point`'s stack count, `chip_from_design`'s efficiencies,
+overlap and power cap, on a `REFERENCE_DIE_AREA` (814 mm², H100-sized) N5 logic die,
+in a system of at most 64 chips."""
 
 _BASE_DEFAULTS: dict[str, Any] = {
     "model": "llama-3-8b",
@@ -315,7 +345,9 @@ def flatten_table(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _check_name(name: str, where: str) -> None:
+def _check_name(name: str, value: Any, where: str) -> None:
+    if name in RENAMED:
+        raise InputError(f"{where}: field {name!r} = {value!r}: {RENAMED[name]}")
     if name in CHOICES or _kind(name) is not None:
         return
     close = difflib.get_close_matches(name, _known(), n=1)
@@ -460,13 +492,13 @@ def parse_spec(raw: dict[str, Any], source: str = "<spec>") -> SweepSpec:
     axes_raw = flatten_table(raw.get("axes", {}))
     base: dict[str, Any] = {}
     for name, value in base_raw.items():
-        _check_name(name, f"{source}: [base]")
+        _check_name(name, value, f"{source}: [base]")
         if isinstance(value, (list, dict)):
             raise InputError(f"{source}: [base]: field {name!r} = {value!r}: expected one value (sweep it in [axes])")
         base[name] = _check_value(value, name, f"{source}: [base]")
     axes = []
     for name, value in axes_raw.items():
-        _check_name(name, f"{source}: [axes]")
+        _check_name(name, value, f"{source}: [axes]")
         if name in base:
             raise InputError(f"{source}: [axes]: field {name!r}: also set in [base]; expected one or the other")
         axes.append(_parse_axis(name, value, f"{source}: [axes]", sampling))
