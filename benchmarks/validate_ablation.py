@@ -51,9 +51,14 @@ def main() -> None:
     lines.append(f"{'variant':<20} " + " ".join(f"{g:>22}" for g in v.GROUPS))
     for name, res in results.items():
         s = v.summarize(res)
-        cells = [f"{s['median_ape'][g] * 100:6.1f}% / {s['p90_ape'][g] * 100:5.1f}% (n={s['n_test'][g]})" for g in v.GROUPS]
+        cells = [
+            f"{s['median_ape'][g] * 100:6.1f}% / {s['p90_ape'][g] * 100:5.1f}% (n={s['n_test'][g]})" for g in v.GROUPS
+        ]
         lines.append(f"{name:<20} " + " ".join(f"{c:>22}" for c in cells))
-    lines += ["", "# fitted profile fields (memory_efficiency, compute_efficiency, kernel_overhead, link_latency, KB in flight)"]
+    lines += [
+        "",
+        "# fitted profile fields (memory_efficiency, compute_efficiency, kernel_overhead, link_latency, KB in flight)",
+    ]
     for name, fw in variants.items():
         for f in fw.values():
             if f.fit:

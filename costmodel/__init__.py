@@ -13,8 +13,8 @@ from ._core.area import (
 from ._core.channels import (
     access_seconds as access_seconds,
     allreduce_seconds as allreduce_seconds,
-    class_flop_rates as class_flop_rates,
     chip_in_flight as chip_in_flight,
+    class_flop_rates as class_flop_rates,
     class_stream_efficiency as class_stream_efficiency,
     compute_seconds as compute_seconds,
     effective_feed as effective_feed,
@@ -23,6 +23,7 @@ from ._core.channels import (
     kernel_efficiency as kernel_efficiency,
     overlapped_seconds as overlapped_seconds,
     pim_seconds as pim_seconds,
+    pipelined_seconds as pipelined_seconds,
     softmax_bytes as softmax_bytes,
     softmax_seconds as softmax_seconds,
     stream_bandwidth as stream_bandwidth,

@@ -229,6 +229,7 @@ def evaluate(
     tensor_parallel: int | None = None,
     pipeline_parallel: int | None = None,
     profile: str | AccessProfile = "dense",
+    micro_batches: float | str = 1,
 ) -> Evaluation:
     """Evaluates one decode step of a model on a chip preset, placed as that system does.
 
@@ -247,6 +248,9 @@ def evaluate(
             neither); overrides `chips`.
         profile: the KV access profile: a preset id (`data/profiles.toml`), a
             profile TOML path, or an `AccessProfile`.
+        micro_batches: groups the batch is split into, in flight at once through a
+            pipeline-parallel system (`Scenario.micro_batches`), or "auto": one per
+            pipeline stage (at most one per sequence), so every stage is busy.
 
     Returns:
         An `Evaluation`; `.cost` holds the figures.
@@ -263,7 +267,10 @@ def evaluate(
         info = dataclasses.replace(info, placement=placement)
     if framework is not None:
         info = apply_framework(info, framework)
-    scenario = make_scenario(batch=batch, context=context, prefix=prefix, weights=weights, kv=kv)
+    if micro_batches != "auto" and not isinstance(micro_batches, (int, float)) or isinstance(micro_batches, bool):
+        raise InputError(f"micro_batches = {micro_batches!r}: expected a number >= 1 or 'auto'")
+    groups = 1 if micro_batches == "auto" else micro_batches
+    scenario = make_scenario(batch=batch, context=context, prefix=prefix, weights=weights, kv=kv, micro_batches=groups)
     profile_name, prof = resolve_profile(profile, context)
     workload = Workload(m, scenario, prof)
     if (tensor_parallel is None) != (pipeline_parallel is None):
@@ -278,6 +285,9 @@ def evaluate(
         tp, pp = tensor_parallel, pipeline_parallel
     else:
         tp, pp = system_size(info, workload, chips)
+    if micro_batches == "auto":
+        scenario = eqx.tree_at(lambda sc: sc.micro_batches, scenario, jnp.asarray(float(min(pp, batch))))
+        workload = Workload(m, scenario, prof)
     system = info.chip.replace(tensor_parallel=tp, pipeline_parallel=pp)
     cost, placed = evaluate_policy(workload, system, info.placement)
     name = model if isinstance(model, str) else "custom"

@@ -44,6 +44,9 @@ class System:
         tensor_parallel, pipeline_parallel: the layout of a copy (both, or neither).
         placement: a placement policy overriding the chip file's (None: the file's).
         replicas: independent copies the system is made of.
+        micro_batches: groups the batch is split into through a pipeline
+            (`costmodel.evaluate`'s `micro_batches`: a number, or "auto", one per
+            pipeline stage).
         cost_per_chip: cost of one chip in the row's cost unit (tokens per dollar only).
     """
 
@@ -55,6 +58,7 @@ class System:
     placement: str | None
     replicas: int
     cost_per_chip: float | None
+    micro_batches: float | str = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,7 +102,11 @@ def _system(t: Any, where: str, needs_cost: bool) -> System:
             "cost_per_chip": "positive",
         },
         strings=("chip", "placement", "cost_source"),
+        tables=("micro_batches",),
     )
+    groups = t.get("micro_batches", 1)
+    if groups != "auto" and (isinstance(groups, bool) or not isinstance(groups, (int, float)) or groups < 1):
+        raise InputError(f"{where}: field 'micro_batches' = {groups!r}: expected a number >= 1 or \"auto\"")
     if not t.get("chip"):
         raise InputError(f"{where}: missing field 'chip' (a chip preset id or a chip TOML path under data/)")
     if ("tensor_parallel" in t) != ("pipeline_parallel" in t):
@@ -123,6 +131,7 @@ def _system(t: Any, where: str, needs_cost: bool) -> System:
         placement=t.get("placement"),
         replicas=int(t.get("replicas", 1)),
         cost_per_chip=t.get("cost_per_chip"),
+        micro_batches=groups,
     )
 
 
@@ -231,6 +240,7 @@ def _evaluate_system(row: PimRow, s: System, where: str) -> SystemResult:
             weights=row.weights,
             kv=row.kv,
             placement=s.placement,
+            micro_batches=s.micro_batches,
             **layout,
         )
     except InputError as err:

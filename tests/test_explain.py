@@ -265,7 +265,7 @@ def test_roofline_rates_come_from_the_channel_functions(monkeypatch):
     assert rates[c] <= stream * float(flops[c] / moved[c])
     # A change to a channel's formula moves the plot: twice the stream time, half the rate.
     slow = channels.stream_seconds
-    monkeypatch.setattr(channels, "stream_seconds", lambda b, t: 2.0 * slow(b, t))
+    monkeypatch.setattr(channels, "stream_seconds", lambda *a: 2.0 * slow(*a))
     assert np.asarray(attainable_flops(*args))[c] == pytest.approx(rates[c] / 2, rel=0.02)
 
 

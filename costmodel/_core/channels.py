@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from .chip import DRAM, PIM, SRAM, Chip, Tiers
-from .numerics import P_NORM_FLOOR, p_norm, safe_div, seconds
+from .numerics import p_norm, seconds
 from .traffic import CLASS_IS_KV, Traffic
 from .types import PerClass, PerTier, RealScalarLike, Scalar
 from .workload import Workload
@@ -110,7 +110,7 @@ Little's law puts on it (`stream_bandwidth`): at the crossing the stream runs at
 the range of the soft rooflines of the calibration fits (`Chip.overlap`)."""
 
 
-def stream_bandwidth(tiers: Tiers, in_flight=0.0):
+def stream_bandwidth(tiers: Tiers, in_flight: Scalar | float = 0.0):
     """Bandwidth each tier streams at, B/s: `bandwidth x efficiency`, and on DRAM at most
     what the bytes the kernels keep in flight sustain against its latency.
 
@@ -130,10 +130,15 @@ def stream_bandwidth(tiers: Tiers, in_flight=0.0):
         UC Berkeley, 2016, ch. 4 (memory throughput = bytes in flight / latency).
     """
     reachable = tiers.effective_bandwidth
-    bound = in_flight / jnp.maximum(tiers.latency[..., DRAM], P_NORM_FLOOR)
-    # Time per byte: the soft maximum of the two limits' (0 for "no bound").
-    per_byte = jnp.stack(jnp.broadcast_arrays(1.0 / jnp.maximum(reachable[..., DRAM], 1.0), safe_div(1.0, bound)), -1)
-    dram = 1.0 / p_norm(per_byte, LITTLE_SHARPNESS)
+    latency = tiers.latency[..., DRAM]
+    # Time per byte: the soft maximum of the two limits'. Little's is latency / bytes in
+    # flight, 0 where there is no bound (no bytes in flight given, or no latency);
+    # double where, so that neither a 0 nor its gradient divides anything.
+    ok = (in_flight > 0) & (latency > 0)
+    little = jnp.where(ok, jnp.where(ok, latency, 1.0) / jnp.where(ok, in_flight, 1.0), 0.0)
+    per_byte = jnp.stack(jnp.broadcast_arrays(1.0 / jnp.maximum(reachable[..., DRAM], 1.0), little), -1)
+    # Without a bound, exactly `bandwidth x efficiency` (not its reciprocal's reciprocal).
+    dram = jnp.where(little > 0, 1.0 / p_norm(per_byte, LITTLE_SHARPNESS), reachable[..., DRAM])
     return jnp.where(jnp.arange(reachable.shape[-1]) == DRAM, dram[..., None], reachable)
 
 
@@ -142,7 +147,7 @@ def chip_in_flight(chip: Chip):
     return chip.parallel_units * chip.bytes_in_flight
 
 
-def stream_seconds(full_rate_bytes, tiers: Tiers, in_flight=0.0):
+def stream_seconds(full_rate_bytes, tiers: Tiers, in_flight: Scalar | float = 0.0):
     """Seconds each tier needs to stream bytes to the compute die.
 
     Args:
@@ -272,6 +277,27 @@ def allreduce_seconds(workload: Workload, chip: Chip) -> Scalar:
 def pipeline_seconds(chip: Chip) -> Scalar:
     """Latency of the hops between pipeline stages, once per token, s."""
     return jnp.maximum(chip.pipeline_parallel - 1.0, 0.0) * chip.hop_latency
+
+
+def pipelined_seconds(pass_seconds, micro_batches, stages):
+    """Time between two tokens of a sequence when the batch is split into
+    `micro_batches` groups that follow one another through `stages` pipeline stages, s.
+
+    A group's pass through every stage takes `pass_seconds`, `1 / stages` of it in
+    each. With at most as many groups as stages no group waits for a busy stage: a
+    sequence's next token comes one pass later, while the other groups keep the other
+    stages busy (GPipe's micro-batches; in decode, each group's next token needs its
+    previous one, so the pipeline fills only with other groups). With more groups
+    than stages each stage works through `micro_batches` groups per token:
+    `pass_seconds x micro_batches / stages`.
+
+    References:
+        Y. Huang et al., "GPipe: Efficient Training of Giant Neural Networks using
+        Pipeline Parallelism", NeurIPS 2019 (micro-batches in flight across stages);
+        R. Pope et al., "Efficiently Scaling Transformer Inference", MLSys 2023, §3.3
+        (pipelined decode: throughput from as many micro-batches as stages).
+    """
+    return pass_seconds * jnp.maximum(1.0, micro_batches / jnp.maximum(stages, 1.0))
 
 
 # --- channel energies -----------------------------------------------------------------

@@ -38,12 +38,14 @@ class Cost(eqx.Module):
         power: average power per chip while decoding, W.
         bound: index into `BOUNDS`.
         tier_bytes: bytes each tier serves per step (all chips), B.
-        tier_seconds: time each tier's channel needs per step, s.
+        tier_seconds: time each tier's channel needs per step (per micro-batch's
+            pass, see `decode_cost`), s.
         tier_joules: energy of each tier's accesses per step (all chips), J.
-        compute_seconds: time the compute die needs per step, s.
+        compute_seconds: time the compute die needs per step (per pass), s.
         compute_joules: dynamic compute energy per step (all chips), J.
         flops: FLOPs per step (all chips), FLOP.
-        serial_seconds: latency, kernel overhead and communication per step, s.
+        serial_seconds: latency, kernel overhead and communication per step (per
+            pass), s.
         static_joules: static energy per step (all chips), J.
         stored_bytes: bytes each chip holds in each tier after spilling, B.
         overflow_bytes: bytes per chip that fit in no tier, B.
@@ -83,6 +85,13 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
         A `Cost`. A placement that overflows SRAM or PIM spills to DRAM; one that
         overflows DRAM is reported through `overflow_bytes` and `feasible`.
 
+    With `Scenario.micro_batches` = G > 1 the batch passes through the pipeline
+    stages in G groups (`costmodel.pipelined_seconds`): a step is the time between
+    two tokens of one sequence, during which every group takes one pass; the
+    channel times (`tier_seconds`, `compute_seconds`, `serial_seconds`) are those of
+    one group's pass, the bytes, FLOPs and energies those of all G passes. With
+    G = 1 the two are the same.
+
     Examples:
         >>> import costmodel as cm
         >>> w = cm.Workload(cm.model_preset("llama-3-8b"), cm.Scenario(batch=1, context=4096))
@@ -91,33 +100,38 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
         >>> cm.BOUNDS[int(cost.bound)]
         'memory'
     """
-    traffic = lower_traffic(workload)
+    traffic = lower_traffic(workload)  # every sequence of the batch: what is stored
     s = workload.scenario
     tiers = chip.tiers
     n = chip.n_chips
     tp = chip.tensor_parallel
     held = spill(placement, traffic, chip)  # [rows, tiers]
+    # The batch passes through the stages in `micro_batches` groups: each pass reads
+    # the weights and its own sequences' KV, and does their FLOPs.
+    groups = jnp.maximum(s.micro_batches, 1.0)
+    group = eqx.tree_at(lambda w: w.scenario.batch, workload, s.batch / groups)
+    passing = lower_traffic(group)
 
-    # Per tier and class: the bytes moved and the FLOPs done (each class's buckets
-    # summed), so the per-class kernel efficiencies and FLOP rates apply once.
-    moved = class_sum(held * (traffic.read_bytes + traffic.writes)[:, None], axis=0)  # [classes, tiers]
-    flops = class_sum(held * traffic.flops[:, None], axis=0)  # [classes, tiers]
+    # Per tier and class: the bytes moved and the FLOPs done in one pass (each class's
+    # buckets summed), so the per-class kernel efficiencies and FLOP rates apply once.
+    moved = class_sum(held * (passing.read_bytes + passing.writes)[:, None], axis=0)  # [classes, tiers]
+    flops = class_sum(held * passing.flops[:, None], axis=0)  # [classes, tiers]
     tier_bytes = jnp.sum(moved, axis=0)  # [tiers], all chips
-    # A pipeline runs its stages one after another for each token, so the step sees
+    # A pipeline runs its stages one after another for each token, so a pass sees
     # the bytes of all stages through one tensor-parallel group's channels.
     group_bytes = tier_bytes / tp
     # Small kernels stream slower: each class's bytes in full-rate equivalents.
-    slow = jnp.sum(moved / ch.class_stream_efficiency(traffic, chip)[:, None], axis=0)
+    slow = jnp.sum(moved / ch.class_stream_efficiency(passing, chip)[:, None], axis=0)
     stream = ch.stream_seconds(slow / tp, tiers, ch.chip_in_flight(chip))
     pim_flops = jnp.sum(flops[:, PIM])
     # Attention in PIM sends its scores to a host softmax and takes the probabilities
     # back over the PIM dies' external links (none when the softmax sits beside them).
     kv_flops = jnp.where(jnp.asarray(CLASS_IS_KV)[:, None], flops, 0.0)
     pim_attention = jnp.sum(kv_flops[:, PIM])
-    host_bytes = ch.softmax_bytes(pim_attention, workload, chip)
+    host_bytes = ch.softmax_bytes(pim_attention, group, chip)
     pim_share = safe_div(pim_attention, jnp.sum(kv_flops))
     pim_seconds = ch.pim_seconds(group_bytes[PIM], pim_flops / tp, chip) + ch.softmax_seconds(
-        host_bytes / tp, pim_share, workload, chip
+        host_bytes / tp, pim_share, group, chip
     )
     is_pim = jnp.arange(stream.shape[-1]) == PIM
     tier_seconds = jnp.where(is_pim, pim_seconds, stream)
@@ -125,7 +139,7 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     # The compute die does the FLOPs on the bytes SRAM and DRAM stream to it, each at
     # the rate it sustains on operands from that tier (`compute_feed`); the shares are
     # given as FLOPs (of one FLOP each).
-    rates = ch.class_flop_rates(workload, traffic, chip)
+    rates = ch.class_flop_rates(group, passing, chip)
     feed = ch.effective_feed(chip)
     ones = jnp.ones_like(rates)
     compute_seconds = jnp.sum(ch.compute_seconds(ones, rates, flops[:, SRAM], flops[:, DRAM], feed, tp))
@@ -133,12 +147,16 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
 
     share = safe_div(tier_bytes, jnp.sum(tier_bytes))
     latency = ch.access_seconds(workload.model.n_layers, share, tiers.latency, chip.kernel_overhead)
-    serial = latency + ch.allreduce_seconds(workload, chip) + ch.pipeline_seconds(chip)
-    seconds = parallel + serial
+    serial = latency + ch.allreduce_seconds(group, chip) + ch.pipeline_seconds(chip)
+    one_pass = parallel + serial
+    # A step: every group takes one pass, each stage working on another group. With
+    # no more groups than stages a group never waits for a stage, and the step is
+    # one pass; with more, each stage works through all of them in turn.
+    seconds = ch.pipelined_seconds(one_pass, groups, chip.pipeline_parallel)
 
-    tier_joules = ch.tier_joules(tier_bytes, chip, host_bytes)
+    tier_joules = groups * ch.tier_joules(tier_bytes, chip, host_bytes)
     host_flops = jnp.sum(flops, axis=-1) - flops[:, PIM]  # [classes]
-    compute_joules = ch.compute_joules(host_flops, traffic.precision.astype(jnp.int32), chip, pim_flops)
+    compute_joules = groups * ch.compute_joules(host_flops, traffic.precision.astype(jnp.int32), chip, pim_flops)
     static_joules = chip.static_power * n * seconds
     joules = jnp.sum(tier_joules) + compute_joules + static_joules
 
@@ -157,12 +175,12 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
         joules_per_token=safe_div(joules, emitted),
         power=safe_div(joules, seconds * n),
         bound=bound,
-        tier_bytes=tier_bytes,
+        tier_bytes=groups * tier_bytes,
         tier_seconds=tier_seconds,
         tier_joules=tier_joules,
         compute_seconds=compute_seconds,
         compute_joules=compute_joules,
-        flops=jnp.sum(traffic.flops),
+        flops=groups * jnp.sum(passing.flops),
         serial_seconds=serial,
         static_joules=static_joules,
         stored_bytes=stored,

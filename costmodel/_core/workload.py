@@ -146,6 +146,11 @@ class Scenario(eqx.Module):
         weight_precision: index into `PRECISIONS` of the weight matmuls' compute.
         kv_precision: index into `PRECISIONS` of the attention compute.
         activation_bytes: bytes per activation element exchanged between chips.
+        micro_batches: groups the batch is split into, decoded one after another
+            through a pipeline-parallel system so that its stages work on different
+            groups at once (>= 1; 1: the whole batch passes through the stages
+            together, and a pipeline adds capacity but no throughput). See
+            `costmodel.decode_cost`.
     """
 
     batch: Scalar
@@ -156,6 +161,7 @@ class Scenario(eqx.Module):
     weight_precision: Scalar
     kv_precision: Scalar
     activation_bytes: Scalar
+    micro_batches: Scalar
 
     def __init__(
         self,
@@ -168,6 +174,7 @@ class Scenario(eqx.Module):
         weight_precision: IntScalarLike = BITS16,
         kv_precision: IntScalarLike = BITS16,
         activation_bytes: RealScalarLike = 2.0,
+        micro_batches: RealScalarLike = 1.0,
     ):
         f = lambda x: jnp.asarray(x, dtype=float)
         self.batch = f(batch)
@@ -178,6 +185,7 @@ class Scenario(eqx.Module):
         self.weight_precision = jnp.asarray(weight_precision, dtype=jnp.int32)
         self.kv_precision = jnp.asarray(kv_precision, dtype=jnp.int32)
         self.activation_bytes = f(activation_bytes)
+        self.micro_batches = f(micro_batches)
 
 
 AGE_EDGES = tuple(256.0 * 2.0**i for i in range(14))

@@ -27,6 +27,7 @@ EXIT_BAD_INPUT = 2
 
 COMMAND_MODULES = (
     "costmodel.cli.evaluate",
+    "costmodel.cli.serve",
     "costmodel.cli.run",
     "costmodel.cli.calibration",
     "costmodel.cli.codesign",

@@ -45,6 +45,19 @@ def positive_number(text: str) -> float:
     return value
 
 
+def micro_batches_arg(text: str) -> float | str:
+    """`--micro-batches`: a number >= 1, or "auto" (one group per pipeline stage)."""
+    if text == "auto":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number >= 1 or 'auto'") from None
+    if not value >= 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number >= 1 or 'auto'")
+    return value
+
+
 def add_scenario_args(p: argparse.ArgumentParser) -> None:
     """`--batch`, `--context`, `--prefix`, `--weights`, `--kv` and `--profile`: one decode
     scenario and the access profile of its KV history."""

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from .._core.placement import POLICIES
-from .args import add_model_arg, add_scenario_args, positive_int, scenario_kwargs
+from .args import add_model_arg, add_scenario_args, micro_batches_arg, positive_int, scenario_kwargs
 
 
 def add_commands(sub) -> None:
@@ -23,6 +23,13 @@ def add_commands(sub) -> None:
         "--framework", default=None, help="serving-framework profile: llama.cpp, gpt-fast, trt-llm, vllm, native"
     )
     add_scenario_args(p)
+    p.add_argument(
+        "--micro-batches",
+        type=micro_batches_arg,
+        default=1,
+        metavar="G|auto",
+        help="groups the batch is split into through the pipeline stages (auto: one per stage)",
+    )
     p.add_argument(
         "--mode", default="peak", choices=("peak", "sustained"), help="full clock, or clock lowered to the power cap"
     )
@@ -81,8 +88,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         chips=args.chips,
         placement=args.placement,
         framework=args.framework,
+        micro_batches=args.micro_batches,
     )
     record = cost_record(e.require_fit())
+    record["micro_batches"] = float(e.workload.scenario.micro_batches)
     mode = getattr(args, "mode", "peak")
     if mode == "sustained":
         import dataclasses

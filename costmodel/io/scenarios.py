@@ -24,6 +24,7 @@ def make_scenario(
     prefix: float = 0,
     weights: str = "bf16",
     kv: str = "bf16",
+    micro_batches: float = 1,
     where: str = "scenario",
 ) -> Scenario:
     """A `Scenario` from user-facing values, validated (formats by name)."""
@@ -32,6 +33,15 @@ def make_scenario(
             raise InputError(f"{where}: {key} = {value!r}: expected a number >= {lo} and <= {MAX_TOKENS:g}")
     if prefix > context:
         raise InputError(f"{where}: prefix = {prefix!r}: expected <= context ({context!r})")
+    if (
+        isinstance(micro_batches, bool)
+        or not isinstance(micro_batches, (int, float))
+        or not 1 <= micro_batches <= batch
+    ):
+        raise InputError(
+            f"{where}: micro_batches = {micro_batches!r}: expected a number >= 1 and <= the batch ({batch!r}): "
+            "each group holds at least one sequence"
+        )
     w = get_format(weights, f"{where}: weights")
     k = get_format(kv, f"{where}: kv")
     return Scenario(
@@ -42,6 +52,7 @@ def make_scenario(
         kv_bytes=k.bytes_per_element,
         weight_precision=w.precision,
         kv_precision=k.precision,
+        micro_batches=micro_batches,
     )
 
 

@@ -1,0 +1,126 @@
+"""`costmodel serve`: the throughput a per-token latency target allows, and the
+throughput-versus-interactivity curve."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..io import InputError
+from .args import add_model_arg, positive_int, positive_number
+from .economics import add_economics_args
+
+
+PLOT_SUFFIXES = (".png", ".pdf", ".svg")
+
+
+def add_commands(sub) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="largest throughput per chip that meets a per-token latency target, over TP x PP splits and batches",
+    )
+    add_model_arg(p)
+    p.add_argument("--chip", default="h100-sxm", help="chip preset id or chip TOML path")
+    p.add_argument(
+        "--chips", type=positive_int, default=None, help="system size (default: fewest chips that hold the model)"
+    )
+    p.add_argument("--tpot-ms", type=positive_number, default=None, help="time-per-output-token target, ms")
+    p.add_argument("--context", type=positive_number, default=4096, help="mean tokens in each KV cache (default 4096)")
+    p.add_argument("--weights", default="bf16", help="weight format (default bf16)")
+    p.add_argument("--kv", default="bf16", help="KV-cache format (default bf16)")
+    p.add_argument("--profile", default="dense", help="KV access profile: preset id or TOML path")
+    p.add_argument("--framework", default=None, help="serving-framework profile applied to the chip")
+    p.add_argument("--plot", default=None, metavar="OUT.png", help="write the throughput-interactivity curves")
+    p.add_argument("--json", action="store_true", help="print one JSON object (the answer and every point)")
+    add_economics_args(p)
+    p.set_defaults(func=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import dataclasses
+    from pathlib import Path
+
+    from ..evaluation import apply_framework
+    from ..io import chip_info
+    from ..serving import serve, unmet_target_message
+    from .economics import economics_from_args
+
+    if args.plot is not None and Path(args.plot).suffix.lower() not in PLOT_SUFFIXES:
+        raise InputError(f"--plot {args.plot}: expected a file name ending in one of {', '.join(PLOT_SUFFIXES)}")
+    info = chip_info(args.chip)
+    if args.framework is not None:
+        info = apply_framework(info, args.framework)
+    econ, _, note = economics_from_args(args, args.chip)
+    tpot = None if args.tpot_ms is None else args.tpot_ms * 1e-3
+    s = serve(
+        args.model,
+        info,
+        econ,
+        chips=args.chips,
+        tpot=tpot,
+        context=args.context,
+        weights=args.weights,
+        kv=args.kv,
+        profile=args.profile,
+    )
+    if s.best is None:
+        raise InputError(
+            unmet_target_message(s)
+            if s.tpot_target is not None
+            else f"{s.model} on {s.chips} x {s.chip}: no batch fits in memory on any split"
+        )
+    if args.plot:
+        from ..report.serving_plot import serving_plot
+
+        serving_plot([s], args.plot)
+    if args.json:
+        from ..report import dumps
+
+        print(
+            dumps(
+                {
+                    "model": s.model,
+                    "chip": s.chip,
+                    "chips": s.chips,
+                    "tpot_target_seconds": s.tpot_target,
+                    "best": None if s.best is None else dataclasses.asdict(s.best),
+                    "economics": note,
+                    "points": [dataclasses.asdict(p) for p in s.points],
+                }
+            )
+        )
+    else:
+        _print(s, note)
+    return 0
+
+
+def _print(s, note: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    target = "no TPOT target" if s.tpot_target is None else f"TPOT <= {s.tpot_target * 1e3:g} ms"
+    console.print(f"[bold]{s.model}[/bold] on {s.chips} x {s.chip}, {target} ({note})")
+    t = Table(
+        "split", "best batch", "micro-batches", "TPOT", "tok/s per chip", "tok/s per user", "J/token", "$/M tokens"
+    )
+    for tp, pp in s.splits:
+        curve = [p for p in s.curve(tp, pp) if s.tpot_target is None or p.tpot <= s.tpot_target]
+        if not curve:
+            t.add_row(f"TP {tp} x PP {pp}", "none meets the target", "", "", "", "", "", "")
+            continue
+        p = max(curve, key=lambda p: p.tokens_per_second_per_chip)
+        mark = " *" if p == s.best else ""
+        t.add_row(
+            f"TP {tp} x PP {pp}{mark}",
+            f"{p.batch:g}",
+            f"{p.micro_batches:g}",
+            f"{p.tpot * 1e3:.3g} ms",
+            f"{p.tokens_per_second_per_chip:.4g}",
+            f"{p.tokens_per_second_per_user:.4g}",
+            f"{p.joules_per_token:.3g}",
+            f"{p.usd_per_million_tokens:.3g}",
+        )
+    console.print(t)
+    console.print(
+        "* the answer: most tokens/s per chip within the target; $ = manufacturing cost and energy, no margin"
+    )

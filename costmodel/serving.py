@@ -1,0 +1,239 @@
+"""The serving answer: the throughput a per-token latency target allows, and the whole
+throughput-versus-interactivity curve.
+
+For a model on `chips` chips of one kind, every tensor x pipeline split of those chips
+is evaluated over a grid of batches in one compiled, vmapped call, with one
+micro-batch per pipeline stage in flight (`Scenario.micro_batches`, as pipelined
+serving runs; one group per sequence at most). A point is a batch on a split: its
+time per output token (TPOT, the step time), tokens per second per chip and per user,
+J/token and USD per million tokens (`token_cost`: manufacturing cost and energy, no
+margin). Under a TPOT target the answer is the feasible point with the most tokens
+per second per chip among those that meet it.
+
+The curve is what serving benchmarks publish: tokens per second per chip against
+tokens per second per user, one point per batch, up to the batch the memory holds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._core.chip import Chip
+from ._core.cost import decode_cost
+from ._core.economics import Economics, token_cost
+from ._core.traffic import lower_traffic
+from ._core.workload import Model, Workload
+from .evaluation import MAX_TENSOR_PARALLEL, resolve_profile, system_placement, system_size
+from .io import ChipInfo, InputError, chip_info, load_model, make_scenario
+
+
+MAX_BATCH = 16384
+"""Largest batch the grid goes to (sequences per system)."""
+
+BATCH_POINTS = 48
+"""Batches per split in the grid: whole numbers, log-spaced from 1 to `MAX_BATCH`."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ServingPoint:
+    """One batch on one split of the chips.
+
+    Attributes:
+        tensor_parallel, pipeline_parallel: the split.
+        batch: sequences decoded together; micro_batches: groups in flight.
+        tpot: time per output token of one sequence (the step), s.
+        tokens_per_second_per_chip: all sequences' tokens per second over the chips.
+        tokens_per_second_per_user: one sequence's tokens per second.
+        joules_per_token: energy per output token, all chips, J.
+        usd_per_million_tokens: system price amortised plus energy, USD.
+        feasible: whether the weights and KV cache fit.
+    """
+
+    tensor_parallel: int
+    pipeline_parallel: int
+    batch: float
+    micro_batches: float
+    tpot: float
+    tokens_per_second_per_chip: float
+    tokens_per_second_per_user: float
+    joules_per_token: float
+    usd_per_million_tokens: float
+    feasible: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Serving:
+    """The serving answer and the curves it was chosen from.
+
+    Attributes:
+        model, chip: names; chips: the system size.
+        tpot_target: the per-token latency target, s (None: no target, the most
+            tokens per second per chip over every feasible point).
+        best: the chosen point, or None when no feasible point meets the target.
+        points: every point of the grid, split by split (feasible or not).
+    """
+
+    model: str
+    chip: str
+    chips: int
+    tpot_target: float | None
+    best: ServingPoint | None
+    points: list[ServingPoint]
+
+    def curve(self, tensor_parallel: int, pipeline_parallel: int) -> list[ServingPoint]:
+        """The feasible points of one split, by batch."""
+        return [
+            p
+            for p in self.points
+            if p.feasible and (p.tensor_parallel, p.pipeline_parallel) == (tensor_parallel, pipeline_parallel)
+        ]
+
+    @property
+    def splits(self) -> list[tuple[int, int]]:
+        return sorted({(p.tensor_parallel, p.pipeline_parallel) for p in self.points})
+
+
+def splits(model: Model, chips: int) -> list[tuple[int, int]]:
+    """Every (tensor, pipeline) split of `chips`: the tensor-parallel width divides the
+    query heads and is at most `MAX_TENSOR_PARALLEL`, and there are no more pipeline
+    stages than layers."""
+    heads = int(round(float(model.n_heads)))
+    layers = int(round(float(model.n_layers)))
+    out = []
+    for tp in range(1, min(chips, MAX_TENSOR_PARALLEL) + 1):
+        if chips % tp == 0 and heads % tp == 0 and chips // tp <= layers:
+            out.append((tp, chips // tp))
+    return out
+
+
+def batch_grid(points: int = BATCH_POINTS, largest: int = MAX_BATCH) -> np.ndarray:
+    """Whole-number batches, log-spaced from 1 to `largest` (duplicates removed)."""
+    return np.unique(np.round(np.geomspace(1, largest, points)))
+
+
+@eqx.filter_jit
+def _grid(workloads: Workload, chips: Chip, econ: Economics, policy: str):
+    def one(w, c):
+        placement = system_placement(policy, lower_traffic(w), c)
+        cost = decode_cost(w, c, placement)
+        usd = token_cost(cost, c, econ).usd_per_million_tokens
+        return cost.seconds_per_step, cost.tokens_per_second, cost.joules_per_token, usd, cost.feasible
+
+    return jax.vmap(one)(workloads, chips)
+
+
+def serve(
+    model: str | Model,
+    chip: str | ChipInfo,
+    econ: Economics,
+    *,
+    chips: int | None = None,
+    tpot: float | None = None,
+    context: float = 4096,
+    weights: str = "bf16",
+    kv: str = "bf16",
+    profile: str = "dense",
+    batches: np.ndarray | None = None,
+) -> Serving:
+    """The largest throughput per chip that meets a TPOT target, over splits and batches.
+
+    Args:
+        model: a model preset id, a `config.json` path, or a `Model`.
+        chip: a chip preset id, a chip TOML path, or a `ChipInfo` (a framework profile
+            already applied, if any).
+        econ: prices for USD per million tokens.
+        chips: the system size; by default the fewest chips that hold the model at
+            batch 1 and have a split (`splits`).
+        tpot: the per-token latency target, s; None: no target.
+        context: mean tokens in each sequence's KV cache.
+        weights, kv: number formats by name.
+        profile: the KV access profile (preset id or TOML path).
+        batches: the batch grid (default `batch_grid()`).
+
+    Returns:
+        A `Serving`; `best` is None when no feasible point meets the target.
+
+    Raises:
+        InputError: a bad target or size, or a model that fits no split of the chips.
+
+    Examples:
+        >>> import costmodel as cm
+        >>> from costmodel.serving import serve
+        >>> s = serve("llama-3-8b", "h100-sxm", cm.economics_preset("N5"), chips=1, tpot=0.02)
+        >>> s.best.tpot <= 0.02 and s.best.batch > 1
+        True
+    """
+    if tpot is not None and (isinstance(tpot, bool) or not isinstance(tpot, (int, float)) or not tpot > 0):
+        raise InputError(f"tpot = {tpot!r}: expected a time per output token > 0 s")
+    m = model if isinstance(model, Model) else load_model(model)
+    info = chip if isinstance(chip, ChipInfo) else chip_info(chip)
+    profile_name, prof = resolve_profile(profile, context)
+    del profile_name
+    base = make_scenario(batch=1, context=context, weights=weights, kv=kv)
+    if chips is None:
+        tp, pp = system_size(info, Workload(m, base, prof))
+        chips = tp * pp
+        # The fewest at least that many with a split of their own (332 = 4 x 83 Groq
+        # chips have none for 80 layers: 336 = 8 x 42 has).
+        while not splits(m, chips) and chips < info.max_chips:
+            chips += 1
+    if isinstance(chips, bool) or not isinstance(chips, int) or chips < 1:
+        raise InputError(f"chips = {chips!r}: expected a whole number >= 1")
+    if chips > info.max_chips:
+        raise InputError(f"chips = {chips}: expected at most the chip's max_chips ({info.max_chips})")
+    layouts = splits(m, chips)
+    if not layouts:
+        raise InputError(
+            f"chips = {chips}: no tensor x pipeline split of {chips} chips divides the model's "
+            f"{int(m.n_heads)} heads with at most {MAX_TENSOR_PARALLEL}-way tensor parallelism"
+        )
+    grid = batch_grid() if batches is None else np.asarray(batches, dtype=float)
+    rows = [(tp, pp, b) for tp, pp in layouts for b in grid]
+    groups = [float(min(pp, b)) for tp, pp, b in rows]
+
+    def scenario(b, g):
+        return eqx.tree_at(lambda s: (s.batch, s.micro_batches), base, (jnp.asarray(b), jnp.asarray(g)))
+
+    workloads = [Workload(m, scenario(float(b), g), prof) for (_, _, b), g in zip(rows, groups)]
+    systems = [info.chip.replace(tensor_parallel=tp, pipeline_parallel=pp) for tp, pp, _ in rows]
+    stack = lambda xs: jax.tree.map(lambda *a: jnp.stack(a), *xs)
+    tpot_s, tps, jpt, usd, ok = (np.asarray(a) for a in _grid(stack(workloads), stack(systems), econ, info.placement))
+    points = [
+        ServingPoint(
+            tensor_parallel=tp,
+            pipeline_parallel=pp,
+            batch=float(b),
+            micro_batches=g,
+            tpot=float(t),
+            tokens_per_second_per_chip=float(x) / chips,
+            tokens_per_second_per_user=float(x) / float(b),
+            joules_per_token=float(j),
+            usd_per_million_tokens=float(u),
+            feasible=bool(f) and math.isfinite(float(t)),
+        )
+        for (tp, pp, b), g, t, x, j, u, f in zip(rows, groups, tpot_s, tps, jpt, usd, ok)
+    ]
+    candidates = [p for p in points if p.feasible and (tpot is None or p.tpot <= tpot)]
+    best = max(candidates, key=lambda p: (p.tokens_per_second_per_chip, -p.tpot)) if candidates else None
+    name = model if isinstance(model, str) else "custom"
+    return Serving(name, info.name, chips, tpot, best, points)
+
+
+def unmet_target_message(s: Serving) -> str:
+    """One line saying that no point meets the target, and the fastest there is."""
+    feasible = [p for p in s.points if p.feasible]
+    if not feasible:
+        return f"{s.model} on {s.chips} x {s.chip}: no batch fits in memory on any split"
+    fastest = min(feasible, key=lambda p: p.tpot)
+    assert s.tpot_target is not None
+    return (
+        f"--tpot-ms {s.tpot_target * 1e3:g}: no batch meets it for {s.model} on {s.chips} x {s.chip}; "
+        f"the fastest is {fastest.tpot * 1e3:.3g} ms per token at batch {fastest.batch:g} "
+        f"(TP {fastest.tensor_parallel} x PP {fastest.pipeline_parallel}): expected a target of at least that"
+    )
