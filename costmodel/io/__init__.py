@@ -51,7 +51,6 @@ from .formats import (
 from .frameworks import (
     IN_FLIGHT as IN_FLIGHT,
     MULTIPLIERS as MULTIPLIERS,
-    PROFILE_FIELDS as PROFILE_FIELDS,
     UNBOUNDED_IN_FLIGHT_KB as UNBOUNDED_IN_FLIGHT_KB,
     Framework as Framework,
     framework_names as framework_names,
