@@ -31,6 +31,12 @@ and, by kind:
   `tied_embeddings` (0)), the scenario (`batch`, `context`) and the formats `weights`
   and `kv` (names in `data/formats.toml`).
 
+Every row may also carry an optional `source` (one line of text: where the point was
+published or measured, e.g. "github.com/OWNER/REPO/blob/COMMIT/FILE line 7" or a
+paper, table and figure). A trace without the column, or a row whose cell is empty,
+loads as before: its `source` is "FILE:LINE". The published GPU traces
+(`data/traces/published/`) cite every row this way.
+
 Cells a kind does not use are left empty. Loading validates every row and raises
 `costmodel.io.InputError` naming the file and the line (the CSV line number, header
 = line 1; for Parquet the row number + 2, as if it were a CSV) of anything malformed.
@@ -55,10 +61,21 @@ SHAPES = ("m", "k", "n", "batch", "context", "n_heads", "n_kv_heads", "head_dim"
 DECODE = ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab", "batch", "context")
 DECODE_OPTIONAL = {"ffn_matrices": 3.0, "tied_embeddings": 0.0}
 FORMAT_COLUMNS = ("weights", "kv")
-COLUMNS = COMMON + MICRO + tuple(MICRO_OPTIONAL) + ("m", "k", "n") + DECODE + tuple(DECODE_OPTIONAL) + FORMAT_COLUMNS
+SOURCE = "source"
+"""The optional column citing where a row's figure was published (one line of text)."""
+COLUMNS = (
+    COMMON
+    + MICRO
+    + tuple(MICRO_OPTIONAL)
+    + ("m", "k", "n")
+    + DECODE
+    + tuple(DECODE_OPTIONAL)
+    + FORMAT_COLUMNS
+    + (SOURCE,)
+)
 """Every column of a trace, in the order `save_trace` writes them."""
 
-STRING_COLUMNS = ("kind", "label", "device", "software", "dtype", "weights", "kv")
+STRING_COLUMNS = ("kind", "label", "device", "software", "dtype", "weights", "kv", SOURCE)
 
 MAX_SECONDS = 600.0
 """A single call or step longer than ten minutes is taken to be in the wrong unit (ms, us)."""
@@ -86,6 +103,21 @@ def _number(v, where: str, col: str, kind: str = "positive") -> float:
     if kind == "wholenonneg" and not (x >= 0 and x.is_integer()):
         raise InputError(f"{where}: column {col!r} = {v!r}: expected a whole number >= 0")
     return x
+
+
+def _source(v, where: str) -> str | None:
+    """The row's `source` cell: None when absent or blank, else one line of text."""
+    if _is_blank(v):
+        return None
+    if not isinstance(v, str):
+        raise InputError(f"{where}: column {SOURCE!r} = {v!r}: expected text (where the figure was published)")
+    text = v.strip()
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        shown = text if len(text) <= 60 else text[:57] + "..."
+        raise InputError(
+            f"{where}: column {SOURCE!r} = {shown!r}: expected one line of text (no line breaks or control characters)"
+        )
+    return text
 
 
 def validate_row(raw: dict, where: str, known_formats: set[str]) -> dict:
@@ -202,7 +234,8 @@ def load_trace(path: Path | str) -> list[dict]:
         path: a `.csv` or `.parquet` file in the schema of this module.
 
     Returns:
-        One dict per row (numbers as floats), each with `source` = "FILE:LINE".
+        One dict per row (numbers as floats), each with `source`: the row's `source`
+        cell where the trace has one (a citation), else "FILE:LINE".
 
     Raises:
         InputError: naming the file and line of the first malformed row, or an
@@ -223,8 +256,10 @@ def load_trace(path: Path | str) -> list[dict]:
     out = []
     for i, raw in enumerate(rows):
         line = i + 2
-        row = validate_row(raw, f"{path}: line {line}", known)
-        row["source"] = f"{path.name}:{line}"
+        where = f"{path}: line {line}"
+        row = validate_row(raw, where, known)
+        cited = _source(raw.get(SOURCE), where)
+        row[SOURCE] = cited if cited is not None else f"{path.name}:{line}"
         out.append(row)
     return out
 
@@ -253,6 +288,16 @@ def save_trace(rows: list[dict], path: Path | str) -> Path:
     return final
 
 
+def _cell(v) -> str:
+    """A CSV cell: whole numbers exactly (byte counts of GB working sets need more than
+    nine digits), other numbers to nine significant digits, text as it is."""
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return str(int(v)) if v.is_integer() and abs(v) < 2**53 else f"{v:.9g}"
+    return v
+
+
 def _write_trace(rows: list[dict], path: Path) -> None:
     table = [{c: r.get(c, None) for c in COLUMNS} for r in rows]
     if path.suffix.lower() in (".parquet", ".pq"):
@@ -274,8 +319,6 @@ def _write_trace(rows: list[dict], path: Path) -> None:
             w = csv.DictWriter(f, fieldnames=list(COLUMNS))
             w.writeheader()
             for t in table:
-                w.writerow(
-                    {k: ("" if v is None else (f"{v:.9g}" if isinstance(v, float) else v)) for k, v in t.items()}
-                )
+                w.writerow({k: _cell(v) for k, v in t.items()})
     else:
         raise InputError(f"{path}: unknown trace file type {path.suffix!r}: expected .csv or .parquet")
