@@ -38,8 +38,12 @@ loads as before: its `source` is "FILE:LINE". The published GPU traces
 (`data/traces/published/`) cite every row this way.
 
 Cells a kind does not use are left empty. Loading validates every row and raises
-`costmodel.io.InputError` naming the file and the line (the CSV line number, header
-= line 1; for Parquet the row number + 2, as if it were a CSV) of anything malformed.
+`costmodel.io.InputError` naming the file and the line (the CSV line a row starts on,
+header = line 1; for Parquet the row number + 2, as if it were a CSV) of anything
+malformed, with the column and its value: among them a row cut short (fewer cells
+than the header, as the last line of a truncated file has), a quoted cell never
+closed, and an empty cell where the kind needs a number. The CLI prints it as one
+line and exits with status 2.
 """
 
 from __future__ import annotations
@@ -132,7 +136,9 @@ def validate_row(raw: dict, where: str, known_formats: set[str]) -> dict:
     for col in ("label", "device", "software"):
         row[col] = "" if _is_blank(raw[col]) else str(raw[col])
     if _is_blank(raw["seconds"]):
-        raise InputError(f"{where}: column 'seconds' is empty: expected the median time in seconds (> 0)")
+        raise InputError(
+            f"{where}: column 'seconds' = {raw['seconds']!r} is empty: expected the median time in seconds (> 0)"
+        )
     row["seconds"] = _number(raw["seconds"], where, "seconds", "positive")
     if row["seconds"] > MAX_SECONDS:
         raise InputError(
@@ -149,13 +155,25 @@ def validate_row(raw: dict, where: str, known_formats: set[str]) -> dict:
 
     def need(cols, kind_="positive"):
         for col in cols:
-            if col not in raw or _is_blank(raw[col]):
-                raise InputError(f"{where}: kind {kind!r} needs column {col!r} (a number)")
+            if col not in raw:
+                raise InputError(
+                    f"{where}: kind {kind!r} needs column {col!r} (a number); the trace has no such column"
+                )
+            if _is_blank(raw[col]):
+                raise InputError(
+                    f"{where}: column {col!r} = {raw[col]!r} is empty: kind {kind!r} needs column {col!r} (a number)"
+                )
             row[col] = _number(raw[col], where, col, kind_)
 
     def need_format(col):
-        if col not in raw or _is_blank(raw[col]):
-            raise InputError(f"{where}: kind {kind!r} needs column {col!r} (a format name)")
+        if col not in raw:
+            raise InputError(
+                f"{where}: kind {kind!r} needs column {col!r} (a format name); the trace has no such column"
+            )
+        if _is_blank(raw[col]):
+            raise InputError(
+                f"{where}: column {col!r} = {raw[col]!r} is empty: kind {kind!r} needs column {col!r} (a format name)"
+            )
         name = str(raw[col]).strip()
         if name not in known_formats:
             raise InputError(f"{where}: column {col!r} = {name!r}: expected one of {sorted(known_formats)}")
@@ -188,7 +206,21 @@ def validate_row(raw: dict, where: str, known_formats: set[str]) -> dict:
     return row
 
 
-def _records(path: Path) -> tuple[list[dict], list[str]]:
+def _short_row(path: Path, line: int, cells: list[str], header: list[str]) -> InputError:
+    """The error for a CSV row with fewer cells than the header: a line cut short, as
+    the last line of a truncated file is. It names the row's last cell and its value (a
+    number cut short may still read as a number) and the first missing column."""
+    last = header[len(cells) - 1]
+    return InputError(
+        f"{path}: line {line}: the row has {len(cells)} of the header's {len(header)} cells: it ends at column "
+        f"{last!r} = {cells[-1]!r} and column {header[len(cells)]!r} onwards is missing (a truncated line? "
+        f"expected {len(header)} comma-separated cells)"
+    )
+
+
+def _records(path: Path) -> tuple[list[dict], list[str], list[int]]:
+    """The rows of a trace file as dicts of raw cells, its header, and the line number
+    each row starts on (CSV: header = line 1, blank lines counted; Parquet: row number + 2)."""
     suffix = path.suffix.lower()
     if not path.exists():
         raise InputError(f"{path}: file not found")
@@ -197,24 +229,36 @@ def _records(path: Path) -> tuple[list[dict], list[str]]:
     if suffix == ".csv":
         import csv
 
+        header: list[str] = []
+        rows, lines = [], []
         try:
             with open(path, newline="") as f:
-                reader = csv.DictReader(f)
-                header = reader.fieldnames
-                rows = []
-                for row in reader:
-                    if None in row:
-                        raise InputError(
-                            f"{path}: line {reader.line_num}: more cells than the {len(header or [])} header columns"
-                        )
-                    rows.append(row)
+                # strict: a quoted cell left open (a file cut inside it) is an error, not a
+                # cell that silently runs to the end of the file.
+                reader = csv.reader(f, strict=True)
+                end = 0  # the line the previous record ended on
+                try:
+                    for cells in reader:
+                        line, end = end + 1, reader.line_num
+                        if not cells:  # a blank line
+                            continue
+                        if not header:
+                            header = cells
+                        elif len(cells) > len(header):
+                            raise InputError(f"{path}: line {line}: more cells than the {len(header)} header columns")
+                        elif len(cells) < len(header):
+                            raise _short_row(path, line, cells, header)
+                        else:
+                            rows.append(dict(zip(header, cells)))
+                            lines.append(line)
+                except csv.Error as e:
+                    cut = " (a quoted cell is not closed: a truncated line?)" if "end of data" in str(e) else ""
+                    raise InputError(f"{path}: line {end + 1}: not valid CSV ({e}){cut}") from None
         except UnicodeDecodeError:
             raise InputError(f"{path}: not a UTF-8 text file") from None
-        except csv.Error as e:
-            raise InputError(f"{path}: not valid CSV ({e})") from None
         if not header:
             raise InputError(f"{path}: empty file: expected a header line with columns {list(COMMON)} and rows")
-        return rows, list(header)
+        return rows, header, lines
     if suffix in (".parquet", ".pq"):
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -223,7 +267,7 @@ def _records(path: Path) -> tuple[list[dict], list[str]]:
             table = pq.read_table(path)
         except (pa.ArrowInvalid, OSError) as e:
             raise InputError(f"{path}: not a readable Parquet file ({e})") from None
-        return table.to_pylist(), list(table.column_names)
+        return table.to_pylist(), list(table.column_names), list(range(2, table.num_rows + 2))
     raise InputError(f"{path}: unknown trace file type {suffix!r}: expected .csv or .parquet")
 
 
@@ -242,7 +286,7 @@ def load_trace(path: Path | str) -> list[dict]:
             empty file, or a missing column.
     """
     path = Path(path)
-    rows, header = _records(path)
+    rows, header, lines = _records(path)
     for col in COMMON:
         if col not in header:
             raise InputError(f"{path}: line 1: missing column {col!r}; a trace needs {list(COMMON)}")
@@ -254,8 +298,7 @@ def load_trace(path: Path | str) -> list[dict]:
         raise InputError(f"{path}: no rows: expected at least one measured point after the header")
     known = set(formats())
     out = []
-    for i, raw in enumerate(rows):
-        line = i + 2
+    for raw, line in zip(rows, lines):
         where = f"{path}: line {line}"
         row = validate_row(raw, where, known)
         cited = _source(raw.get(SOURCE), where)
