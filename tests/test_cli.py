@@ -168,7 +168,7 @@ def _bad_config(tmp_path, text):
         ),
         (
             '{"num_hidden_layers": 2, "hidden_size": 512, "num_attention_heads": 8, "num_key_value_heads": 16, "intermediate_size": 5, "vocab_size": 10}',
-            "n_kv_heads",
+            "num_key_value_heads",
         ),
     ],
 )

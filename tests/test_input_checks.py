@@ -1,0 +1,146 @@
+"""Inputs that are physically impossible or outside what the data supports (issue 18).
+
+Each class is checked in one place and every command reaches it: a model's heads
+(`io.models.check_heads`), a system's chip count (`evaluation.check_layout`), fraction
+vectors (`cli.args.fraction_vector`), a chip's power cap against its static power
+(`io.chips.check_power`), output paths (`io.files.check_output_path`), and the CLI's
+batch and context (`cli.args.add_scenario_args`). Each case asserts exit status 2 and
+one stderr line naming the file or option, the field, the value and what was
+expected; at least one case per class runs the CLI in a subprocess, as a user does.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from costmodel.cli import main
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+LLAMA3_8B = {
+    "num_hidden_layers": 32,
+    "hidden_size": 4096,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "intermediate_size": 14336,
+    "vocab_size": 128256,
+}
+
+
+def run(args, capsys):
+    """`costmodel ARGS` in-process: (exit status, stdout, stderr)."""
+    code = main(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def run_subprocess(args, cwd=None):
+    """`costmodel ARGS` as a user runs it: (exit status, stdout, stderr)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "costmodel.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=300
+    )
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def one_error_line(err: str, *needles: str) -> None:
+    """`err` is exactly one `costmodel: error:` line holding every needle, no traceback."""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("costmodel: error: "), err
+    assert "Traceback" not in err and "internal error" not in err
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+
+
+def config(tmp_path: Path, name: str = "config.json", **changes) -> str:
+    path = tmp_path / name
+    path.write_text(json.dumps({**LLAMA3_8B, **changes}))
+    return str(path)
+
+
+# --- 1. model consistency: heads, KV heads, hidden size -----------------------------
+
+
+def test_hf_config_heads_subprocess(tmp_path):
+    path = config(tmp_path, hidden_size=4097)
+    code, out, err = run_subprocess(["evaluate", "--model", path])
+    assert code == 2 and out == ""
+    one_error_line(err, path, "'hidden_size' = 4097", "multiple of 'num_attention_heads' (32)")
+
+
+@pytest.mark.parametrize(
+    "changes,needles",
+    [
+        ({"num_key_value_heads": 5}, ("'num_key_value_heads' = 5", "divisor of 'num_attention_heads' (32)")),
+        ({"num_key_value_heads": 64}, ("'num_key_value_heads' = 64", "divisor of 'num_attention_heads' (32)")),
+        ({"num_attention_heads": 0}, ("'num_attention_heads' = 0", "whole number >= 1")),
+        ({"num_attention_heads": 32.5}, ("'num_attention_heads' = 32.5", "whole number >= 1")),
+        ({"hidden_size": -4096}, ("'hidden_size' = -4096", "whole number >= 1")),
+        ({"num_key_value_heads": 0}, ("'num_key_value_heads' = 0", "whole number >= 1")),
+        ({"tie_word_embeddings": "yes"}, ("'tie_word_embeddings' = 'yes'", "true or false")),
+    ],
+)
+def test_hf_config_heads(tmp_path, capsys, changes, needles):
+    path = config(tmp_path, **changes)
+    code, _, err = run(["evaluate", "--model", path], capsys)
+    assert code == 2
+    one_error_line(err, path, *needles)
+
+
+def test_hf_config_consistent_heads_are_accepted(tmp_path, capsys):
+    # head_dim given: the width need not be d_model / n_heads (Gemma-2: 16 x 256 on 3584).
+    gemma = config(tmp_path, "gemma.json", hidden_size=3584, num_attention_heads=16, head_dim=256)
+    # MQA (1 KV head) and MHA (as many KV heads as query heads) both divide; a tied
+    # embedding given as JSON `true` is a bool, not a count.
+    mqa = config(tmp_path, "mqa.json", num_key_value_heads=1, tie_word_embeddings=True)
+    mha = config(tmp_path, "mha.json", num_key_value_heads=32)
+    for path in (gemma, mqa, mha):
+        code, out, err = run(["evaluate", "--model", path, "--json"], capsys)
+        assert code == 0, err
+        assert json.loads(out)["seconds_per_step"] > 0
+
+
+MODEL_TOML = """n_layers = 2
+d_model = 512
+n_heads = 8
+n_kv_heads = 2
+d_ff = 1024
+vocab = 1000
+"""
+
+
+@pytest.mark.parametrize(
+    "edit,needles",
+    [
+        (("d_model = 512", "d_model = 500"), ("'d_model' = 500", "multiple of 'n_heads' (8)", "'head_dim'")),
+        (("n_kv_heads = 2", "n_kv_heads = 3"), ("'n_kv_heads' = 3", "divisor of 'n_heads' (8)")),
+        (("n_heads = 8", "n_heads = 2.5"), ("'n_heads' = 2.5", "whole number >= 1")),
+    ],
+)
+def test_model_toml_heads(tmp_path, capsys, edit, needles):
+    path = tmp_path / "model.toml"
+    path.write_text(MODEL_TOML.replace(*edit))
+    code, _, err = run(["evaluate", "--model", str(path)], capsys)
+    assert code == 2
+    one_error_line(err, str(path), *needles)
+
+
+def test_model_toml_with_head_dim_need_not_divide(tmp_path, capsys):
+    path = tmp_path / "model.toml"
+    path.write_text(MODEL_TOML.replace("d_model = 512", "d_model = 500\nhead_dim = 64"))
+    code, _, err = run(["evaluate", "--model", str(path), "--json"], capsys)
+    assert code == 0, err
+
+
+def test_every_model_preset_is_consistent():
+    from costmodel import io
+
+    for name in io.model_presets():
+        m = io.model_preset(name)
+        assert int(m.n_heads) % int(m.n_kv_heads) == 0, name
