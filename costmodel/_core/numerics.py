@@ -50,7 +50,7 @@ def p_norm(x, p):
     scaled = x / jnp.where(ok, c, 1.0)
     # And again for the power: d(s**p)/ds is computed as p * s**p / s, NaN at s = 0.
     live = ok & (scaled > 0)
-    p = jnp.asarray(p)
+    p = jnp.broadcast_to(jnp.asarray(p, x.dtype), x.shape[:-1])
     powered = jnp.where(live, jnp.where(live, scaled, 1.0) ** p[..., None], 0.0)
     inner = jnp.where(ok[..., 0], jnp.sum(powered, axis=-1), 1.0)
     return jnp.where(ok[..., 0], c[..., 0] * inner ** (1.0 / p), 0.0)
