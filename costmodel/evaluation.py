@@ -144,6 +144,98 @@ _size_auto = jax.jit(functools.partial(size_system, chips=None))
 _size_fixed = jax.jit(size_system)
 
 
+def layout_problem(model: Model, tensor_parallel: int, pipeline_parallel: int) -> str | None:
+    """Why a tensor x pipeline layout cannot split `model` as the cost model splits it,
+    or None when it can.
+
+    Tensor parallelism splits every layer's query heads and KV heads evenly over the
+    group (`decode_cost` divides each tier's bytes, the KV cache's included, by
+    `tensor_parallel`), so the width must divide both head counts: KV-head
+    replication (a width above the KV heads, as vLLM does) is not modelled. Pipeline
+    stages split the layers and add a hop each (`pipeline_seconds`); they need no
+    divisibility.
+    """
+    del pipeline_parallel
+    heads, kv = int(round(float(model.n_heads))), int(round(float(model.n_kv_heads)))
+    if heads % tensor_parallel or kv % tensor_parallel:
+        widths = [d for d in range(1, math.gcd(heads, kv) + 1) if math.gcd(heads, kv) % d == 0]
+        return (
+            f"tensor parallelism {tensor_parallel} does not divide the model's {heads} query heads and {kv} KV heads "
+            f"evenly (expected a width in {widths}; KV-head replication is not modelled)"
+        )
+    return None
+
+
+def check_chip_count(info: ChipInfo, chips: int) -> None:
+    """The one check of a requested chip count against the chip's system: a whole number
+    from 1 to `max_chips`.
+
+    Raises:
+        InputError: naming the count, the chip and its `max_chips`.
+    """
+    if isinstance(chips, bool) or not isinstance(chips, int) or chips < 1:
+        raise InputError(f"chips = {chips!r}: expected a whole number >= 1")
+    if chips > info.max_chips:
+        raise InputError(
+            f"chips = {chips}: expected at most the max_chips of chip {info.name!r} ({info.max_chips}), the "
+            "largest system its data describes"
+        )
+
+
+def check_layout(
+    workload: Workload, info: ChipInfo, tensor_parallel: int, pipeline_parallel: int, chips: int | None = None
+) -> None:
+    """The one check of a system's layout: `layout_problem`, and for a requested chip
+    count (`chips`) that the layout uses exactly that many chips (`check_chip_count`
+    first). A layout given as (`tensor_parallel`, `pipeline_parallel`) alone may exceed
+    `max_chips` (a paper's multi-node baseline: NeuPIMs' 32 A100s).
+
+    Raises:
+        InputError: naming the chip count or layout, the model's heads and what was
+            expected.
+    """
+    where = f"chips = {chips}" if chips is not None else f"tensor_parallel = {tensor_parallel}"
+    if chips is not None:
+        check_chip_count(info, chips)
+    problem = layout_problem(workload.model, tensor_parallel, pipeline_parallel)
+    if problem is None and chips is not None and tensor_parallel * pipeline_parallel != chips:
+        problem = (
+            f"chip {info.name!r} lays {chips} chips out as TP {tensor_parallel} x PP {pipeline_parallel} = "
+            f"{tensor_parallel * pipeline_parallel} chips; expected a count it uses exactly"
+        )
+    if problem is not None:
+        if chips is not None:
+            valid = _valid_counts(workload, info, chips)
+            problem += f"; chip counts that split evenly near {chips}: {valid}" if valid else ""
+        raise InputError(f"{where} (TP {tensor_parallel} x PP {pipeline_parallel}): {problem}")
+
+
+def _sizing_args(info: ChipInfo, workload: Workload) -> tuple:
+    stored = jnp.sum(lower_traffic(workload).stored_bytes)
+    return (
+        stored,
+        workload.model.n_layers,
+        info.chip.tiers.capacity,
+        float(info.max_chips),
+        tier_mask(FAST_TIERS[info.placement]),
+        tier_mask(ALL_TIERS[info.placement]),
+        info.placement == "sram",
+    )
+
+
+def _valid_counts(workload: Workload, info: ChipInfo, chips: int, show: int = 4) -> list[int]:
+    """Up to `show` chip counts nearest `chips` (at most `max_chips`) whose layout
+    passes `layout_problem` and uses exactly that many chips; for an error message."""
+    counts = np.arange(1, info.max_chips + 1, dtype=float)
+    tp, pp, _ = jax.vmap(_size_fixed, in_axes=(None,) * 7 + (0,))(*_sizing_args(info, workload), counts)
+    ok = [
+        int(n)
+        for n, t, p in zip(counts, np.asarray(tp), np.asarray(pp))
+        if int(t) * int(p) == int(n) and layout_problem(workload.model, int(t), int(p)) is None
+    ]
+    return sorted(sorted(ok, key=lambda n: (abs(n - chips), n))[:show])
+
+
 def system_size(info: ChipInfo, workload: Workload, chips: int | None = None) -> tuple[int, int]:
     """(tensor_parallel, pipeline_parallel) for `chips` chips, or the fewest that fit.
 
@@ -159,30 +251,35 @@ def system_size(info: ChipInfo, workload: Workload, chips: int | None = None) ->
     is what sets a per-user rate of such a machine: a few hundred chips for a 70B model
     mean tens of hops per token, each paying `hop_latency`.
 
-    The rules are `size_system` (traceable, shared with the compiled sweep).
+    The rules are `size_system` (traceable, shared with the compiled sweep). Here the
+    layout is also checked (`check_layout`): a given `chips` must be at most
+    `max_chips`, laid out exactly and with a tensor-parallel width that divides the
+    query and KV heads; without `chips`, the fewest chips that fit is raised to the
+    next count whose layout divides the heads (a 70B model that needs 3 H100s gets 4:
+    three-way tensor parallelism does not split 64 query and 8 KV heads).
 
     Raises:
-        InputError: if the workload fits on no system of at most `max_chips` chips.
+        InputError: if the workload fits on no system of at most `max_chips` chips, or
+            a given `chips` fails `check_layout`.
     """
-    if chips is not None and chips < 1:
-        raise InputError(f"chips = {chips!r}: expected a whole number >= 1")
-    stored = jnp.sum(lower_traffic(workload).stored_bytes)
-    args = (
-        stored,
-        workload.model.n_layers,
-        info.chip.tiers.capacity,
-        float(info.max_chips),
-        tier_mask(FAST_TIERS[info.placement]),
-        tier_mask(ALL_TIERS[info.placement]),
-        info.placement == "sram",
-    )
+    if chips is not None:
+        check_chip_count(info, chips)
+    args = _sizing_args(info, workload)
     tp, pp, fits = _size_auto(*args) if chips is None else _size_fixed(*args, float(chips))
     if not bool(fits):
         raise InputError(
-            f"chip {info.name!r}: the model and KV cache need {float(stored) / 1e9:.3g} GB, more than "
+            f"chip {info.name!r}: the model and KV cache need {float(args[0]) / 1e9:.3g} GB, more than "
             f"max_chips ({info.max_chips}) chips hold; pass --chips to force a size"
         )
-    return int(tp), int(pp)
+    tp, pp = int(tp), int(pp)
+    if chips is None and layout_problem(workload.model, tp, pp) is not None:
+        for n in range(tp * pp + 1, info.max_chips + 1):
+            t, p, _ = _size_fixed(*args, float(n))
+            if layout_problem(workload.model, int(t), int(p)) is None:
+                tp, pp = int(t), int(p)
+                break
+    check_layout(workload, info, tp, pp, chips)
+    return tp, pp
 
 
 @dataclasses.dataclass(frozen=True)
@@ -283,6 +380,7 @@ def evaluate(
                 raise InputError(f"{key} = {value!r}: expected a whole number >= 1")
         assert pipeline_parallel is not None  # both or neither, checked above
         tp, pp = tensor_parallel, pipeline_parallel
+        check_layout(workload, info, tp, pp)
     else:
         tp, pp = system_size(info, workload, chips)
     if micro_batches == "auto":

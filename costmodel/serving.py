@@ -29,7 +29,14 @@ from ._core.cost import decode_cost
 from ._core.economics import Economics, token_cost
 from ._core.traffic import lower_traffic
 from ._core.workload import Model, Workload
-from .evaluation import MAX_TENSOR_PARALLEL, resolve_profile, system_placement, system_size
+from .evaluation import (
+    MAX_TENSOR_PARALLEL,
+    check_chip_count,
+    layout_problem,
+    resolve_profile,
+    system_placement,
+    system_size,
+)
 from .io import ChipInfo, InputError, chip_info, load_model, make_scenario
 
 
@@ -101,13 +108,12 @@ class Serving:
 
 def splits(model: Model, chips: int) -> list[tuple[int, int]]:
     """Every (tensor, pipeline) split of `chips`: the tensor-parallel width divides the
-    query heads and is at most `MAX_TENSOR_PARALLEL`, and there are no more pipeline
-    stages than layers."""
-    heads = int(round(float(model.n_heads)))
+    query and KV heads (`evaluation.layout_problem`) and is at most
+    `MAX_TENSOR_PARALLEL`, and there are no more pipeline stages than layers."""
     layers = int(round(float(model.n_layers)))
     out = []
     for tp in range(1, min(chips, MAX_TENSOR_PARALLEL) + 1):
-        if chips % tp == 0 and heads % tp == 0 and chips // tp <= layers:
+        if chips % tp == 0 and chips // tp <= layers and layout_problem(model, tp, chips // tp) is None:
             out.append((tp, chips // tp))
     return out
 
@@ -183,15 +189,13 @@ def serve(
         # chips have none for 80 layers: 336 = 8 x 42 has).
         while not splits(m, chips) and chips < info.max_chips:
             chips += 1
-    if isinstance(chips, bool) or not isinstance(chips, int) or chips < 1:
-        raise InputError(f"chips = {chips!r}: expected a whole number >= 1")
-    if chips > info.max_chips:
-        raise InputError(f"chips = {chips}: expected at most the chip's max_chips ({info.max_chips})")
+    check_chip_count(info, chips)
     layouts = splits(m, chips)
     if not layouts:
         raise InputError(
             f"chips = {chips}: no tensor x pipeline split of {chips} chips divides the model's "
-            f"{int(m.n_heads)} heads with at most {MAX_TENSOR_PARALLEL}-way tensor parallelism"
+            f"{int(m.n_heads)} query and {int(m.n_kv_heads)} KV heads with at most {MAX_TENSOR_PARALLEL}-way "
+            "tensor parallelism"
         )
     grid = batch_grid() if batches is None else np.asarray(batches, dtype=float)
     rows = [(tp, pp, b) for tp, pp in layouts for b in grid]

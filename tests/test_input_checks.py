@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from costmodel.cli import main
@@ -144,3 +145,76 @@ def test_every_model_preset_is_consistent():
     for name in io.model_presets():
         m = io.model_preset(name)
         assert int(m.n_heads) % int(m.n_kv_heads) == 0, name
+
+
+# --- 2. a system's chip count: tensor parallelism divides the heads; max_chips ------
+
+
+def test_chips_not_dividing_the_heads_subprocess():
+    # llama-3-8b: 32 query heads, 8 KV heads; three chips lay out as TP 3 x PP 1.
+    code, out, err = run_subprocess(["evaluate", "--model", "llama-3-8b", "--chips", "3"])
+    assert code == 2 and out == ""
+    one_error_line(err, "chips = 3", "TP 3 x PP 1", "32 query heads and 8 KV heads", "[1, 2, 4, 8]")
+
+
+@pytest.mark.parametrize(
+    "args,needles",
+    [
+        (["evaluate", "--chips", "1000"], ("chips = 1000", "max_chips", "'h100-sxm' (8)")),
+        # 12 H100s would be TP 8 x PP 2 = 16: over max_chips before any layout.
+        (["evaluate", "--chips", "12"], ("chips = 12", "max_chips", "(8)")),
+        (["evaluate", "--chips", "5"], ("chips = 5", "TP 5 x PP 1", "[1, 2, 4, 8]")),
+        (["explain", "--chips", "3"], ("chips = 3", "TP 3 x PP 1", "8 KV heads")),
+        (["explain", "--chips", "1000"], ("chips = 1000", "max_chips")),
+        (["explain", "--tech", "N5", "--max-chips", "4", "--chips", "8"], ("chips = 8", "'area-design' (4)")),
+        (["serve", "--chips", "1000"], ("chips = 1000", "max_chips")),
+        (["optimize", "--chips", "3"], ("--chips 3", "TP 3 x PP 1", "'llama-3-8b'", "8 KV heads")),
+        (["optimize", "--chips", "100"], ("--chips 100", "at most 64")),
+        # qwen2-7b: 28 query heads, 4 KV heads.
+        (
+            ["evaluate", "--model", "qwen2-7b", "--chips", "8"],
+            ("chips = 8", "28 query heads and 4 KV heads", "[1, 2, 4]"),
+        ),
+    ],
+)
+def test_chip_count(capsys, args, needles):
+    code, _, err = run(args, capsys)
+    assert code == 2
+    one_error_line(err, *needles)
+
+
+def test_chip_counts_that_split_evenly_are_accepted(capsys):
+    for chips in (1, 2, 4, 8):
+        code, out, err = run(["evaluate", "--model", "llama-3-8b", "--chips", str(chips), "--json"], capsys)
+        assert code == 0, err
+        r = json.loads(out)
+        assert r["tensor_parallel"] * r["pipeline_parallel"] == chips
+    # serve splits three chips as TP 1 x PP 3 (a pipeline divides no heads).
+    from costmodel import economics_preset
+    from costmodel.serving import serve
+
+    s = serve("llama-3-8b", "h100-sxm", economics_preset("N5"), chips=3, batches=np.array([1.0, 8.0]))
+    assert s.splits == [(1, 3)]
+
+
+def test_automatic_size_divides_the_heads():
+    # llama-3-70b in bf16 needs three 64 GB-HBM PIM GPUs' memory: it gets four (TP 4),
+    # never three-way tensor parallelism over 64 query and 8 KV heads.
+    import costmodel as cm
+
+    for model, chip, weights in (("llama-3-70b", "hbm-pim-gpu", "bf16"), ("llama-3.1-405b", "h100-sxm", "int8")):
+        e = cm.evaluate(model, chip, weights=weights)
+        tp = e.tensor_parallel
+        assert int(e.workload.model.n_kv_heads) % tp == 0 and int(e.workload.model.n_heads) % tp == 0
+        assert e.tensor_parallel * e.pipeline_parallel <= e.info.max_chips
+
+
+def test_explicit_layout_is_checked():
+    import costmodel as cm
+    from costmodel.io import InputError
+
+    with pytest.raises(InputError, match=r"tensor_parallel = 3 \(TP 3 x PP 1\): tensor parallelism 3"):
+        cm.evaluate("llama-3-8b", "h100-sxm", tensor_parallel=3, pipeline_parallel=1)
+    # A layout alone may exceed max_chips (a paper's multi-node baseline).
+    e = cm.evaluate("llama-3-70b", "a100-80gb-sxm", tensor_parallel=8, pipeline_parallel=4)
+    assert e.tensor_parallel * e.pipeline_parallel == 32 > e.info.max_chips

@@ -94,6 +94,8 @@ def run_optimize(args: argparse.Namespace, progress: Callable[[int], None] | Non
 
     if not codesign.is_grid_step(args.grid_step):
         raise InputError(f"--grid-step {args.grid_step!r}: expected 1/N for a whole N >= 2 (e.g. 0.02)")
+    if args.chips is not None:
+        _check_chips(args)
     logic_area = args.logic_area_mm2
     deprecated = args.area_mm2 is not None
     if deprecated:
@@ -135,6 +137,22 @@ def run_optimize(args: argparse.Namespace, progress: Callable[[int], None] | Non
             file=sys.stderr,
         )
     return report
+
+
+def _check_chips(args: argparse.Namespace) -> None:
+    """`--chips N`: a co-designed system splits every layer over its N chips (tensor
+    parallelism N), so N must divide each model's query and KV heads
+    (`evaluation.layout_problem`) and be at most `MAX_SYSTEM_CHIPS`."""
+    from ..evaluation import MAX_SYSTEM_CHIPS, layout_problem
+    from ..io import InputError, load_mix, load_model
+
+    if args.chips > MAX_SYSTEM_CHIPS:
+        raise InputError(f"--chips {args.chips}: expected at most {MAX_SYSTEM_CHIPS} chips for a co-designed system")
+    names = [args.model] if args.mix is None else sorted({pt.model for pt in load_mix(args.mix)})
+    for name in names:
+        problem = layout_problem(load_model(name), args.chips, 1)
+        if problem is not None:
+            raise InputError(f"--chips {args.chips} (TP {args.chips} x PP 1) for model {name!r}: {problem}")
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
