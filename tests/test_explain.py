@@ -186,7 +186,7 @@ def test_cli_area_design_and_overrides(capsys):
     [
         (["explain", "--split", "a,b"], "a,b"),
         (["explain", "--tech", "N5", "--split", "0.9,0.08,0.02"], "--pim-share"),
-        (["explain", "--tech", "N5", "--split", "0,0"], "not both 0"),
+        (["explain", "--tech", "N5", "--split", "0,0"], "summing to 0"),
         (["explain", "--tech", "N5", "--pim-share", "1.5"], "[0, 1]"),
         (["explain", "--tech", "N5", "--area", "50"], "fixed I/O"),
         (["explain", "--chip", "h100-sxm", "--tech", "N5"], "--tech"),

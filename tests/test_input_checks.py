@@ -218,3 +218,41 @@ def test_explicit_layout_is_checked():
     # A layout alone may exceed max_chips (a paper's multi-node baseline).
     e = cm.evaluate("llama-3-70b", "a100-80gb-sxm", tensor_parallel=8, pipeline_parallel=4)
     assert e.tensor_parallel * e.pipeline_parallel == 32 > e.info.max_chips
+
+
+# --- 3. fraction vectors -------------------------------------------------------------
+
+
+def test_split_that_does_not_sum_to_one_subprocess():
+    code, out, err = run_subprocess(["explain", "--tech", "N5", "--split", "0.7,0.7,0.05"])
+    assert code == 2 and out == ""
+    one_error_line(
+        err, "--split", "'0.7,0.7,0.05'", "3 numbers summing to 1.45", "2 shares 'compute,sram'", "--pim-share"
+    )
+
+
+@pytest.mark.parametrize(
+    "split,needles",
+    [
+        ("0.7,0.7", ("'0.7,0.7'", "summing to 1.4", "summing to 1")),
+        ("1.5,-0.5", ("'1.5,-0.5'", "1.5, -0.5 outside [0, 1]")),
+        ("0.5,0.4", ("summing to 0.9",)),
+        ("nan,1", ("nan outside [0, 1]",)),
+        ("1", ("1 number summing to 1", "2 shares")),
+        ("a,b", ("'a,b'", "not numbers")),
+    ],
+)
+def test_split(capsys, split, needles):
+    code, _, err = run(["explain", "--tech", "N5", "--split", split], capsys)
+    assert code == 2
+    one_error_line(err, "--split", *needles)
+    assert "--pim-share" not in err or split == "1"
+
+
+def test_fraction_vector_accepts_shares_that_sum_to_one():
+    from costmodel.cli.args import fraction_vector
+
+    parse = fraction_vector(("a", "b", "c"))
+    assert parse("0.1,0.2,0.7") == (0.1, 0.2, 0.7)  # 1.0000000000000002 in floats
+    assert parse("1,0,0") == (1.0, 0.0, 0.0)
+    assert parse("0.3333333,0.3333333,0.3333334") == pytest.approx((1 / 3,) * 3, rel=1e-6)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 
@@ -43,6 +44,46 @@ def positive_number(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a number > 0")
     return value
+
+
+FRACTION_SUM_TOLERANCE = 1e-6
+"""How far from 1 the entries of a fraction vector may sum (decimal rounding of typed shares)."""
+
+
+def fraction_vector(names: Sequence[str], hint: str = "") -> Callable[[str], tuple[float, ...]]:
+    """An argparse type: the one check of a fraction vector, comma-separated shares of a
+    whole (`--split compute,sram`): `len(names)` numbers, each in [0, 1], summing to 1.
+
+    Args:
+        names: what each entry is a share of, in order (for the message).
+        hint: a sentence added to the message when the count is wrong (e.g. where an
+            old form went).
+
+    The message gives the values, how many there were and their sum; argparse adds the
+    option's name (`argument --split: '0.7,0.7': ...`).
+    """
+    expected = f"{len(names)} shares '{','.join(names)}', each in [0, 1], summing to 1"
+
+    def parse(text: str) -> tuple[float, ...]:
+        try:
+            values = tuple(float(x) for x in text.split(","))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: not numbers; expected {expected}") from None
+        total = math.fsum(values)
+        if (
+            len(values) != len(names)
+            or not all(0 <= v <= 1 for v in values)
+            or not abs(total - 1) <= FRACTION_SUM_TOLERANCE
+        ):
+            got = f"{len(values)} number{'s' if len(values) != 1 else ''} summing to {total:g}"
+            outside = [f"{v:g}" for v in values if not 0 <= v <= 1]
+            if outside:
+                got += f", {', '.join(outside)} outside [0, 1]"
+            note = f" ({hint})" if hint and len(values) != len(names) else ""
+            raise argparse.ArgumentTypeError(f"{text!r}: {got}; expected {expected}{note}")
+        return values
+
+    return parse
 
 
 def micro_batches_arg(text: str) -> float | str:

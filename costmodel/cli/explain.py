@@ -6,24 +6,22 @@ import argparse
 
 from .._core.area import REFERENCE_DIE_AREA
 from .._core.placement import POLICIES
-from .args import add_model_arg, add_scenario_args, positive_int, positive_number, scenario_kwargs
+from .args import (
+    add_model_arg,
+    add_scenario_args,
+    fraction_vector,
+    positive_int,
+    positive_number,
+    scenario_kwargs,
+)
 from .economics import add_economics_args
 
 
-def _split(text: str) -> tuple[float, float]:
-    try:
-        parts = tuple(float(x) for x in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected two numbers 'compute,sram'") from None
-    if len(parts) == 3:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: three numbers are the old single-budget split (compute,sram,pim of one die), which is gone; "
-            "expected two numbers 'compute,sram' (shares of the logic die's free area), with PIM as --pim-share "
-            "(a share of the DRAM dies)"
-        )
-    if len(parts) != 2 or any(not (p >= 0) or p == float("inf") for p in parts) or sum(parts) <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected two numbers >= 0 'compute,sram', not both 0")
-    return parts  # type: ignore[return-value]
+_split = fraction_vector(
+    ("compute", "sram"),
+    hint="PIM is --pim-share, a share of the DRAM dies; three numbers were the old single-budget split "
+    "compute,sram,pim of one die, which is gone",
+)
 
 
 def _share(text: str) -> float:
@@ -68,7 +66,8 @@ def add_commands(subparsers) -> None:
         "--split",
         type=_split,
         default=(0.9, 0.1),
-        help="compute,sram shares of the logic die's free area after I/O and PHYs (default 0.9,0.1)",
+        help="compute,sram shares of the logic die's free area after I/O and PHYs, each in [0, 1], summing to 1 "
+        "(default 0.9,0.1)",
     )
     g.add_argument("--stacks", type=positive_int, default=5, help="HBM stacks (default 5)")
     g.add_argument(
