@@ -31,7 +31,12 @@ from ._core.channels import (
     tier_joules as tier_joules,
 )
 from ._core.chip import TIERS as TIERS, Chip as Chip, Tiers as Tiers, make_chip as make_chip
-from ._core.cost import BOUNDS as BOUNDS, Cost as Cost, decode_cost as decode_cost
+from ._core.cost import (
+    BOUNDS as BOUNDS,
+    Cost as Cost,
+    decode_cost as decode_cost,
+    first_token_seconds as first_token_seconds,
+)
 from ._core.economics import (
     Economics as Economics,
     TokenCost as TokenCost,
@@ -68,13 +73,16 @@ from ._core.traffic import (
     expert_coverage as expert_coverage,
     history_tokens as history_tokens,
     lower_traffic as lower_traffic,
+    step_groups as step_groups,
 )
 from ._core.workload import (
     AGE_EDGES as AGE_EDGES,
     N_BUCKETS as N_BUCKETS,
     PRECISIONS as PRECISIONS,
     AccessProfile as AccessProfile,
+    ContextMix as ContextMix,
     Model as Model,
+    Prefill as Prefill,
     Scenario as Scenario,
     Workload as Workload,
 )

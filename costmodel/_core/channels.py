@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from .chip import DRAM, PIM, SRAM, Chip, Tiers
 from .numerics import p_norm, seconds
-from .traffic import CLASS_IS_KV, Traffic
+from .traffic import CLASS_IS_KV, Traffic, step_groups
 from .types import PerClass, PerTier, RealScalarLike, Scalar
 from .workload import Workload
 
@@ -269,7 +269,8 @@ def allreduce_seconds(workload: Workload, chip: Chip) -> Scalar:
     """
     m, s = workload.model, workload.scenario
     tp = chip.tensor_parallel
-    message = s.batch * workload.profile.queries * m.d_model * s.activation_bytes
+    g = step_groups(workload)  # every query token of the step, prefill chunks included
+    message = jnp.sum(g.sequences * g.queries) * m.d_model * s.activation_bytes
     ring = 2.0 * (tp - 1.0) / tp * seconds(message, chip.link_bandwidth)
     return 2.0 * m.n_layers * (chip.link_latency * jnp.clip(tp - 1.0, 0.0, 1.0) + ring)
 

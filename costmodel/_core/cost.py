@@ -187,3 +187,19 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
         overflow_bytes=overflow,
         feasible=feasible,
     )
+
+
+def first_token_seconds(workload: Workload, seconds_per_step):
+    """Time to first token under chunked prefill (`Workload.prefill`): a request's
+    prompt is prefilled in `prompt / chunk` consecutive steps, one chunk per step, and
+    its first token comes with the last chunk, s. Queueing before admission is not
+    included (a steady state below saturation). Without a `Prefill`, 0.
+
+    References:
+        A. Agrawal et al., "Taming Throughput-Latency Tradeoff in LLM Inference with
+        Sarathi-Serve", OSDI 2024, §4 (a prompt's chunks ride on consecutive steps).
+    """
+    pre = workload.prefill
+    if pre is None:
+        return 0.0 * seconds_per_step
+    return safe_div(pre.prompt_tokens, pre.chunk) * seconds_per_step

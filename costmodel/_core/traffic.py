@@ -10,6 +10,7 @@ history by age), so a placement can hold the hot part of the history on chip.
 """
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -198,32 +199,75 @@ def _union(p, n):
     return jnp.where(some, 1.0 - jnp.where(some, 1.0 - p, 0.5) ** n, 1.0)
 
 
-def history_tokens(workload: Workload):
-    """Per history class and bucket, tokens of one sequence (the prefix: of the batch)
-    stored, and read per step: two `[len(HISTORY_CLASSES), N_BUCKETS]` arrays.
-
-    A shared prefix's block is read when any sequence of the batch selects it. With
-    the dense profile every token is stored and read.
-    """
-    m, s, prof = workload.model, workload.scenario, workload.profile
-    c = s.context
-    private = jnp.maximum(c - s.prefix, 0.0)
-    window = jnp.minimum(m.window, c)
+def _history(model, profile: AccessProfile, batch, context, prefix):
+    """Per history class and bucket, tokens of one sequence of a group of `batch`
+    sequences at `context` (the prefix: of the group) stored, read per step, and read
+    by the sequence itself: three `[len(HISTORY_CLASSES), N_BUCKETS]` arrays."""
+    c = context
+    private = jnp.maximum(c - prefix, 0.0)
+    window = jnp.minimum(model.window, c)
     zero = jnp.zeros_like(c)
     lo = jnp.stack([zero, private, zero])[:, None]
     hi = jnp.stack([private, c, window])[:, None]
-    sink, near, rest = _regions(lo, hi, c, prof)
+    sink, near, rest = _regions(lo, hi, c, profile)
     rest_global = jnp.sum(rest[0]) + jnp.sum(rest[1])
-    kept_g, sel_g = _selected(rest_global, c, prof)
-    kept_w, sel_w = _selected(jnp.sum(rest[2]), window, prof)
+    kept_g, sel_g = _selected(rest_global, c, profile)
+    kept_w, sel_w = _selected(jnp.sum(rest[2]), window, profile)
     kept = jnp.stack([kept_g, kept_g, kept_w])[:, None]
     sel = jnp.stack([sel_g, sel_g, sel_w])[:, None]
     always = sink + near
     stored = always + kept * rest
     read_one = always + sel * kept * rest
-    shared = jnp.stack([0.0 * sel_g, _union(sel_g, s.batch) - sel_g, 0.0 * sel_w])[:, None]
+    shared = jnp.stack([0.0 * sel_g, _union(sel_g, batch) - sel_g, 0.0 * sel_w])[:, None]
     read = read_one + shared * kept * rest  # the prefix: read by any of the batch
     return stored, read, read_one
+
+
+def history_tokens(workload: Workload):
+    """Per history class and bucket, tokens of one sequence (the prefix: of the batch)
+    stored, and read per step: two `[len(HISTORY_CLASSES), N_BUCKETS]` arrays.
+
+    A shared prefix's block is read when any sequence of the batch selects it. With
+    the dense profile every token is stored and read. The sequence is one at the
+    scenario's context (the mean, for a `ContextMix`), decoding.
+    """
+    s = workload.scenario
+    return _history(workload.model, workload.profile, s.batch, s.context, s.prefix)
+
+
+class Groups(eqx.Module):
+    """The sequences of one step in groups alike: `[groups]` arrays of how many
+    sequences, at which context, with how many query tokens per KV read, and whether
+    they count as active conversations (for `AccessProfile.idle_sequences`)."""
+
+    sequences: jnp.ndarray
+    context: jnp.ndarray
+    queries: jnp.ndarray
+    active: jnp.ndarray
+
+
+def step_groups(workload: Workload) -> Groups:
+    """The groups of sequences one step serves: the decoding sequences (one group at
+    the scenario's context, or one per bin of its `ContextMix`), then, with a
+    `Prefill`, the prompts being prefilled (`Prefill`: `batch x accepted x prompt /
+    output` prompt tokens per step, in chunks of `Prefill.chunk` queries, each chunk's
+    prompt history `prompt / 2` tokens on average, causal)."""
+    s, prof, mix, pre = workload.scenario, workload.profile, workload.mix, workload.prefill
+    one = jnp.ones_like(s.context)
+    if mix is None:
+        sequences, context = s.batch[None], s.context[None]
+    else:
+        sequences, context = s.batch * mix.share, s.context * mix.ratio
+    queries = prof.queries * jnp.ones_like(sequences)
+    active = jnp.ones_like(sequences)
+    if pre is not None:
+        prefill_tokens = s.batch * prof.accepted * safe_div(pre.prompt_tokens, pre.output_tokens)
+        chunk = pre.chunk
+        sequences = jnp.concatenate([sequences, safe_div(prefill_tokens, chunk)[None]])
+        context = jnp.concatenate([context, (pre.prompt_tokens / 2 * one)[None]])
+        queries = jnp.concatenate([queries, (chunk * one)[None]])
+        active = jnp.concatenate([active, 0.0 * one[None]])
+    return Groups(sequences, context, queries, active)
 
 
 def lower_traffic(workload: Workload) -> Traffic:
@@ -246,37 +290,55 @@ def lower_traffic(workload: Workload) -> Traffic:
     tile = WEIGHT_TILE_ROWS * m.d_model  # weights per weight block
     kv_el = m.kv_elements_per_token_per_layer
     page = KV_PAGE_TOKENS
-    tokens = s.batch * prof.queries  # query tokens through the weights per step
 
     attn_params = m.n_layers * m.attention_params_per_layer
     ffn_params = m.n_layers * m.dense_ffn_params_per_layer
     expert_params = m.n_layers * m.n_experts * m.ffn_params_per_expert
     head_stored = (2 - m.tied_embeddings) * m.vocab * m.d_model
     head_read = m.vocab * m.d_model
-    coverage = expert_coverage(m.n_experts, m.top_k, tokens)
 
-    stored, read, read_one = history_tokens(workload)  # [3, N_BUCKETS] per sequence
-    # Sequences and layers per history class: the prefix is stored once for the batch.
+    # Per group of sequences alike (one, unless the contexts are mixed or prompts are
+    # prefilled in the step), per history class and bucket, tokens of one sequence.
+    g = step_groups(workload)
+    stored, read, read_one = jax.vmap(lambda b, c: _history(m, prof, b, c, s.prefix))(g.sequences, g.context)
+    tokens = jnp.sum(g.sequences * g.queries)  # query tokens through the weights per step
+    coverage = expert_coverage(m.n_experts, m.top_k, tokens)
+    each = lambda x: x[:, None, None]  # a per-group scalar against [groups, 3, N_BUCKETS]
+    # Sequences and layers per history class: the prefix is stored once for the batch,
+    # and read by any group that reads it (its largest reads).
     layers = jnp.stack([m.n_global_layers, m.n_global_layers, m.n_sliding_layers])[:, None]
-    copies = jnp.stack([s.batch, jnp.ones_like(s.batch), s.batch])[:, None]
-    kv_count = layers * copies * stored / page
-    kv_reads = jnp.where(stored > 0, safe_div(read, stored), 1.0)
+    is_prefix = (jnp.arange(len(HISTORY_CLASSES)) == 1)[:, None]
+    copies = jnp.where(is_prefix[None], 1.0, each(g.sequences))
+
+    def over_groups(x):  # [groups, 3, N_BUCKETS] -> [3, N_BUCKETS]
+        return jnp.where(is_prefix, jnp.max(x, axis=0), jnp.sum(x, axis=0))
+
+    stored_tokens = over_groups(copies * stored)  # all sequences, per layer
+    read_tokens = over_groups(copies * read)
+    kv_count = layers * stored_tokens / page
+    kv_reads = jnp.where(stored_tokens > 0, safe_div(read_tokens, stored_tokens), 1.0)
     # QK^T and softmax(.)V: 2 FLOPs per multiply-add, two matmuls, per query head.
     attn_flops_per_token = 4 * m.n_heads * m.head_dim
-    kv_flops = attn_flops_per_token * tokens * layers * read_one
-    new_kv = tokens * kv_el * kb  # one new token of KV per query and layer
-    # A paged cache appends the new token to a page of the class, wherever its pages
-    # are: the writes follow the class's stored bytes (the newest bucket, if none).
+    kv_flops = attn_flops_per_token * layers * jnp.sum(each(g.sequences * g.queries) * read_one, axis=0)
+    # A paged cache appends each query's new token to a page of the class, wherever
+    # its pages are: the writes follow the class's stored bytes (the newest bucket, if
+    # none). The prefix is never written.
+    new_kv = each(g.sequences * g.queries) * kv_el * kb
     total = jnp.sum(stored, axis=-1, keepdims=True)
     newest = jnp.asarray(np.eye(N_BUCKETS, dtype=np.float32)[NEWEST], stored.dtype)
     share = jnp.where(total > 0, stored / jnp.where(total > 0, total, 1.0), newest)
-    kv_writes = jnp.stack([m.n_global_layers, 0.0 * new_kv, m.n_sliding_layers])[:, None] * new_kv * share
+    written = jnp.stack([m.n_global_layers, 0.0 * m.n_global_layers, m.n_sliding_layers])[:, None]
+    kv_writes = written * jnp.sum(new_kv * share, axis=0)
     per_token = m.n_kv_heads * m.head_dim * kb
     # One attention kernel reads a layer's shared prefix and private history together
     # (a paged cache), so both classes take the size of the two: what it reads.
-    global_kernel = (s.batch * jnp.sum(read[0]) + jnp.sum(read[1])) * per_token
-    window_kernel = s.batch * jnp.sum(read[2]) * per_token
-    idle_count = prof.idle_sequences * s.batch * jnp.sum(layers[::2, 0] * jnp.sum(stored[::2], axis=-1)) / page
+    global_kernel = (
+        jnp.sum(g.sequences * jnp.sum(read[:, 0], axis=-1)) + jnp.max(jnp.sum(read[:, 1], axis=-1))
+    ) * per_token
+    window_kernel = jnp.sum(g.sequences * jnp.sum(read[:, 2], axis=-1)) * per_token
+    # Stored but idle conversations: per active sequence, a private history as long.
+    private_stored = jnp.sum(layers[None, ::2, 0] * jnp.sum(stored[:, ::2], axis=-1), axis=-1)  # [groups], per sequence
+    idle_count = prof.idle_sequences * jnp.sum(g.active * g.sequences * private_stored) / page
 
     def rows(weights, kv, idle):
         return to_rows(jnp.stack(weights), kv, jnp.reshape(idle, (1,)))
@@ -286,7 +348,7 @@ def lower_traffic(workload: Workload) -> Traffic:
         [attn_params / tile, ffn_params / tile, expert_params / tile, head_stored / tile], kv_count, idle_count
     )
     kv_block = page * kv_el * kb
-    block_bytes = rows([tile * wb] * N_WEIGHT_CLASSES, kv_block * jnp.ones_like(stored), kv_block)
+    block_bytes = rows([tile * wb] * N_WEIGHT_CLASSES, kv_block * jnp.ones_like(kv_count), kv_block)
     reads = rows([one, one, coverage, head_read / head_stored], kv_reads, zero)
     writes = rows([zero] * N_WEIGHT_CLASSES, kv_writes, zero)
     flops = rows(

@@ -270,14 +270,112 @@ class AccessProfile(eqx.Module):
             raise ValueError(f"edges: expected {N_AGE_BUCKETS - 1} age edges, got shape {np.shape(self.edges)}")
 
 
+class ContextMix(eqx.Module):
+    """The batch's sequences in bins of context length: a histogram, not one length.
+
+    Bin `k` holds a `share[k]` of the batch's sequences, each with `ratio[k] x
+    Scenario.context` tokens in its cache, so `Scenario.context` stays the mean when
+    `sum(share x ratio) = 1` (`ContextMix.of` normalises a histogram so). KV traffic,
+    capacity and attention FLOPs are summed over the bins, which matters wherever
+    they are not linear in the context: sliding windows, attention sinks, top-k
+    budgets, and the size of the attention kernels. The bin count is the leaves'
+    length, fixed per mix, so mixes of one count `vmap` together.
+
+    Attributes:
+        share: `[bins]` fractions of the sequences, non-negative, summing to 1.
+        ratio: `[bins]` context of each bin over the mean context, non-negative.
+    """
+
+    share: Float[Array, " bins"]
+    ratio: Float[Array, " bins"]
+
+    def __init__(self, share: ArrayLike | Sequence[float], ratio: ArrayLike | Sequence[float]):
+        self.share = jnp.asarray(share, dtype=float)
+        self.ratio = jnp.asarray(ratio, dtype=float)
+        if np.shape(self.share) != np.shape(self.ratio) or np.ndim(self.share) < 1:
+            raise ValueError(f"share {np.shape(self.share)} and ratio {np.shape(self.ratio)}: expected [bins] each")
+
+    @classmethod
+    def of(cls, lengths: ArrayLike | Sequence[float | int], share: ArrayLike | Sequence[float | int]) -> "ContextMix":
+        """A mix from context lengths (tokens) and their shares of the sequences, the
+        ratios taken to their share-weighted mean."""
+        lengths_, share_ = np.asarray(lengths, dtype=float), np.asarray(share, dtype=float)
+        mean = float(np.sum(lengths_ * share_) / np.sum(share_))
+        return cls(share_ / np.sum(share_), lengths_ / mean)
+
+
+class Prefill(eqx.Module):
+    """Prompts prefilled inside the decode steps: continuous batching with chunked
+    prefill (Sarathi-Serve), in steady state.
+
+    Every request brings `prompt_tokens` to prefill and leaves after `output_tokens`.
+    A sequence emits `AccessProfile.accepted` tokens per step, so over its life it
+    spends `output_tokens / accepted` steps decoding; in steady state (as many
+    requests arriving as leaving) each decode step therefore also prefills
+    `batch x accepted x prompt_tokens / output_tokens` prompt tokens, whatever the
+    arrival rate (it sets the batch, by Little's law). The scheduler prefills a
+    prompt in chunks of at most `chunk_tokens` tokens per step, so the queries of
+    one chunk share each KV read of its prompt, and its first token comes after
+    `prompt_tokens / min(chunk_tokens, prompt_tokens)` steps (`first_token_seconds`).
+
+    Attributes:
+        prompt_tokens: mean prompt tokens per request, > 0.
+        output_tokens: mean output tokens per request, > 0.
+        chunk_tokens: largest chunk of one prompt prefilled in one step, tokens (inf:
+            the whole prompt in one step, no chunking).
+
+    References:
+        A. Agrawal et al., "Taming Throughput-Latency Tradeoff in LLM Inference with
+        Sarathi-Serve", OSDI 2024 (chunked prefill piggybacked on decode steps;
+        token budgets of 512-2048 per step).
+    """
+
+    prompt_tokens: Scalar
+    output_tokens: Scalar
+    chunk_tokens: Scalar
+
+    def __init__(
+        self,
+        *,
+        prompt_tokens: RealScalarLike,
+        output_tokens: RealScalarLike,
+        chunk_tokens: RealScalarLike = 512,
+    ):
+        f = lambda x: jnp.asarray(x, dtype=float)
+        self.prompt_tokens = f(prompt_tokens)
+        self.output_tokens = f(output_tokens)
+        self.chunk_tokens = f(chunk_tokens)
+
+    @property
+    def chunk(self) -> Scalar:
+        """Prompt tokens of one request prefilled per step (its queries per KV read)."""
+        return jnp.minimum(self.chunk_tokens, self.prompt_tokens)
+
+
 class Workload(eqx.Module):
-    """A model decoded at a scenario, with an access profile of its KV history."""
+    """A model decoded at a scenario, with an access profile of its KV history.
+
+    `mix` (a `ContextMix`) spreads the batch's contexts over bins; `prefill` (a
+    `Prefill`) adds the prompts a continuously batched engine prefills in each step.
+    Both default to None: one context, decode only.
+    """
 
     model: Model
     scenario: Scenario
     profile: AccessProfile
+    mix: ContextMix | None
+    prefill: Prefill | None
 
-    def __init__(self, model: Model, scenario: Scenario, profile: AccessProfile | None = None):
+    def __init__(
+        self,
+        model: Model,
+        scenario: Scenario,
+        profile: AccessProfile | None = None,
+        mix: ContextMix | None = None,
+        prefill: Prefill | None = None,
+    ):
         self.model = model
         self.scenario = scenario
         self.profile = AccessProfile() if profile is None else profile
+        self.mix = mix
+        self.prefill = prefill
