@@ -25,10 +25,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._core.chip import Chip
-from ._core.cost import decode_cost
+from ._core.cost import decode_cost, first_token_seconds
 from ._core.economics import Economics, token_cost
 from ._core.traffic import lower_traffic
-from ._core.workload import Model, Workload
+from ._core.workload import ContextMix, Model, Prefill, Workload
 from .evaluation import (
     MAX_TENSOR_PARALLEL,
     check_chip_count,
@@ -55,6 +55,8 @@ class ServingPoint:
         tensor_parallel, pipeline_parallel: the split.
         batch: sequences decoded together; micro_batches: groups in flight.
         tpot: time per output token of one sequence (the step), s.
+        ttft: time to first token under chunked prefill (`costmodel.first_token_seconds`),
+            s; None when no prompts are prefilled in the steps.
         tokens_per_second_per_chip: all sequences' tokens per second over the chips.
         tokens_per_second_per_user: one sequence's tokens per second.
         joules_per_token: energy per output token, all chips, J.
@@ -67,6 +69,7 @@ class ServingPoint:
     batch: float
     micro_batches: float
     tpot: float
+    ttft: float | None
     tokens_per_second_per_chip: float
     tokens_per_second_per_user: float
     joules_per_token: float
@@ -82,6 +85,7 @@ class Serving:
         model, chip: names; chips: the system size.
         tpot_target: the per-token latency target, s (None: no target, the most
             tokens per second per chip over every feasible point).
+        ttft_target: the time-to-first-token target, s (None: no target).
         best: the chosen point, or None when no feasible point meets the target.
         points: every point of the grid, split by split (feasible or not).
     """
@@ -92,6 +96,7 @@ class Serving:
     tpot_target: float | None
     best: ServingPoint | None
     points: list[ServingPoint]
+    ttft_target: float | None = None
 
     def curve(self, tensor_parallel: int, pipeline_parallel: int) -> list[ServingPoint]:
         """The feasible points of one split, by batch."""
@@ -129,7 +134,8 @@ def _grid(workloads: Workload, chips: Chip, econ: Economics, policy: str):
         placement = system_placement(policy, lower_traffic(w), c)
         cost = decode_cost(w, c, placement)
         usd = token_cost(cost, c, econ).usd_per_million_tokens
-        return cost.seconds_per_step, cost.tokens_per_second, cost.joules_per_token, usd, cost.feasible
+        ttft = first_token_seconds(w, cost.seconds_per_step)
+        return cost.seconds_per_step, ttft, cost.tokens_per_second, cost.joules_per_token, usd, cost.feasible
 
     return jax.vmap(one)(workloads, chips)
 
@@ -146,6 +152,11 @@ def serve(
     kv: str = "bf16",
     profile: str = "dense",
     batches: np.ndarray | None = None,
+    prompt_tokens: float | None = None,
+    output_tokens: float | None = None,
+    chunk_tokens: float = 512,
+    ttft: float | None = None,
+    mix: ContextMix | None = None,
 ) -> Serving:
     """The largest throughput per chip that meets a TPOT target, over splits and batches.
 
@@ -161,6 +172,13 @@ def serve(
         weights, kv: number formats by name.
         profile: the KV access profile (preset id or TOML path).
         batches: the batch grid (default `batch_grid()`).
+        prompt_tokens, output_tokens: mean prompt and output tokens per request: each
+            step also prefills the prompts of the requests that replace finished ones
+            (`costmodel.Prefill`, chunked prefill under continuous batching); None (both):
+            decode only.
+        chunk_tokens: largest chunk of one prompt prefilled per step (inf: whole prompts).
+        ttft: the time-to-first-token target, s (needs the prompt and output tokens).
+        mix: the batch's contexts in bins (`costmodel.ContextMix`) around `context`.
 
     Returns:
         A `Serving`; `best` is None when no feasible point meets the target.
@@ -175,8 +193,28 @@ def serve(
         >>> s.best.tpot <= 0.02 and s.best.batch > 1
         True
     """
-    if tpot is not None and (isinstance(tpot, bool) or not isinstance(tpot, (int, float)) or not tpot > 0):
-        raise InputError(f"tpot = {tpot!r}: expected a time per output token > 0 s")
+    for name, value in (
+        ("tpot", tpot),
+        ("ttft", ttft),
+        ("prompt_tokens", prompt_tokens),
+        ("output_tokens", output_tokens),
+        ("chunk_tokens", chunk_tokens),
+    ):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+            raise InputError(f"{name} = {value!r}: expected a number > 0")
+    if (prompt_tokens is None) != (output_tokens is None):
+        raise InputError(
+            f"prompt_tokens = {prompt_tokens!r}, output_tokens = {output_tokens!r}: expected both (prefill in the steps) or neither"
+        )
+    if ttft is not None and prompt_tokens is None:
+        raise InputError(
+            f"ttft = {ttft!r}: a time-to-first-token target needs the prompt and output tokens per request"
+        )
+    prefill = (
+        None
+        if prompt_tokens is None
+        else Prefill(prompt_tokens=prompt_tokens, output_tokens=output_tokens, chunk_tokens=chunk_tokens)
+    )
     m = model if isinstance(model, Model) else load_model(model)
     info = chip if isinstance(chip, ChipInfo) else chip_info(chip)
     profile_name, prof = resolve_profile(profile, context)
@@ -204,10 +242,12 @@ def serve(
     def scenario(b, g):
         return eqx.tree_at(lambda s: (s.batch, s.micro_batches), base, (jnp.asarray(b), jnp.asarray(g)))
 
-    workloads = [Workload(m, scenario(float(b), g), prof) for (_, _, b), g in zip(rows, groups)]
+    workloads = [Workload(m, scenario(float(b), g), prof, mix, prefill) for (_, _, b), g in zip(rows, groups)]
     systems = [info.chip.replace(tensor_parallel=tp, pipeline_parallel=pp) for tp, pp, _ in rows]
     stack = lambda xs: jax.tree.map(lambda *a: jnp.stack(a), *xs)
-    tpot_s, tps, jpt, usd, ok = (np.asarray(a) for a in _grid(stack(workloads), stack(systems), econ, info.placement))
+    tpot_s, ttft_s, tps, jpt, usd, ok = (
+        np.asarray(a) for a in _grid(stack(workloads), stack(systems), econ, info.placement)
+    )
     points = [
         ServingPoint(
             tensor_parallel=tp,
@@ -215,29 +255,45 @@ def serve(
             batch=float(b),
             micro_batches=g,
             tpot=float(t),
+            ttft=None if prefill is None else float(f1),
             tokens_per_second_per_chip=float(x) / chips,
             tokens_per_second_per_user=float(x) / float(b),
             joules_per_token=float(j),
             usd_per_million_tokens=float(u),
             feasible=bool(f) and math.isfinite(float(t)),
         )
-        for (tp, pp, b), g, t, x, j, u, f in zip(rows, groups, tpot_s, tps, jpt, usd, ok)
+        for (tp, pp, b), g, t, f1, x, j, u, f in zip(rows, groups, tpot_s, ttft_s, tps, jpt, usd, ok)
     ]
-    candidates = [p for p in points if p.feasible and (tpot is None or p.tpot <= tpot)]
+    candidates = [p for p in points if p.feasible and meets(p, tpot, ttft)]
     best = max(candidates, key=lambda p: (p.tokens_per_second_per_chip, -p.tpot)) if candidates else None
     name = model if isinstance(model, str) else "custom"
-    return Serving(name, info.name, chips, tpot, best, points)
+    return Serving(name, info.name, chips, tpot, best, points, ttft)
+
+
+def meets(p: ServingPoint, tpot: float | None, ttft: float | None) -> bool:
+    """Whether a point meets the TPOT and TTFT targets (None: no target)."""
+    return (tpot is None or p.tpot <= tpot) and (ttft is None or (p.ttft is not None and p.ttft <= ttft))
 
 
 def unmet_target_message(s: Serving) -> str:
-    """One line saying that no point meets the target, and the fastest there is."""
+    """One line saying that no point meets the targets, and the fastest there is."""
     feasible = [p for p in s.points if p.feasible]
     if not feasible:
         return f"{s.model} on {s.chips} x {s.chip}: no batch fits in memory on any split"
-    fastest = min(feasible, key=lambda p: p.tpot)
-    assert s.tpot_target is not None
+    targets = []
+    if s.tpot_target is not None:
+        fastest = min(feasible, key=lambda p: p.tpot)
+        targets.append(
+            f"--tpot-ms {s.tpot_target * 1e3:g} (the fastest is {fastest.tpot * 1e3:.3g} ms per token at batch "
+            f"{fastest.batch:g}, TP {fastest.tensor_parallel} x PP {fastest.pipeline_parallel})"
+        )
+    if s.ttft_target is not None:
+        first = min((p for p in feasible if p.ttft is not None), key=lambda p: p.ttft or 0.0)
+        targets.append(
+            f"--ttft-ms {s.ttft_target * 1e3:g} (the soonest first token is {(first.ttft or 0.0) * 1e3:.3g} ms at batch "
+            f"{first.batch:g}, TP {first.tensor_parallel} x PP {first.pipeline_parallel})"
+        )
     return (
-        f"--tpot-ms {s.tpot_target * 1e3:g}: no batch meets it for {s.model} on {s.chips} x {s.chip}; "
-        f"the fastest is {fastest.tpot * 1e3:.3g} ms per token at batch {fastest.batch:g} "
-        f"(TP {fastest.tensor_parallel} x PP {fastest.pipeline_parallel}): expected a target of at least that"
+        f"{' and '.join(targets)}: no batch meets {'them' if len(targets) > 1 else 'it'} for {s.model} on "
+        f"{s.chips} x {s.chip}; expected a target of at least that"
     )

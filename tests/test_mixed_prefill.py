@@ -127,3 +127,51 @@ def test_gradients_through_mix_and_prefill_match_finite_differences():
                 fd = (float(f(sub(up))) - float(f(sub(dn)))) / (2 * h)
                 g = float(np.ravel(np.asarray(gr))[j])
                 assert g == pytest.approx(fd, rel=1e-4, abs=1e-12), (i, j, g, fd)
+
+
+def test_serving_with_prefill_and_a_ttft_target():
+    from costmodel.serving import serve
+
+    econ = cm.economics_preset("N5")
+    kw = dict(chips=1, tpot=0.03, prompt_tokens=1024.0, output_tokens=256.0)
+    decode_only = serve("llama-3-8b", "h100-sxm", econ, chips=1, tpot=0.03)
+    loose = serve("llama-3-8b", "h100-sxm", econ, **kw)
+    assert loose.best is not None and decode_only.best is not None
+    # Prefill in the steps never raises the throughput a TPOT target allows.
+    assert loose.best.tokens_per_second_per_chip <= decode_only.best.tokens_per_second_per_chip * (1 + 1e-6)
+    assert loose.best.ttft is not None and decode_only.best.ttft is None
+    # TTFT = prompt / chunk steps = 2 steps here.
+    assert loose.best.ttft == pytest.approx(2 * loose.best.tpot, rel=1e-6)
+    # Throughput never falls when a target is relaxed.
+    previous = 0.0
+    for ttft in (0.02, 0.04, 0.08, 1.0):
+        s = serve("llama-3-8b", "h100-sxm", econ, ttft=ttft, **kw)
+        rate = 0.0 if s.best is None else s.best.tokens_per_second_per_chip
+        assert rate >= previous
+        assert s.best is None or s.best.ttft <= ttft
+        previous = rate
+    with pytest.raises(cm.InputError, match="ttft"):
+        serve("llama-3-8b", "h100-sxm", econ, chips=1, ttft=0.1)
+
+
+def test_serve_cli_unmet_ttft_is_one_line_exit_2():
+    import subprocess
+    import sys
+
+    cmd = [
+        sys.executable,
+        "-m",
+        "costmodel.cli",
+        "serve",
+        "--model",
+        "llama-3-8b",
+        "--chip",
+        "h100-sxm",
+        "--chips",
+        "1",
+    ]
+    cmd += ["--ttft-ms", "1", "--prompt-tokens", "1024", "--output-tokens", "256"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2, r.stderr
+    assert "--ttft-ms 1" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1

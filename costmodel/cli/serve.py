@@ -24,6 +24,26 @@ def add_commands(sub) -> None:
         "--chips", type=positive_int, default=None, help="system size (default: fewest chips that hold the model)"
     )
     p.add_argument("--tpot-ms", type=positive_number, default=None, help="time-per-output-token target, ms")
+    p.add_argument(
+        "--ttft-ms",
+        type=positive_number,
+        default=None,
+        help="time-to-first-token target, ms (needs --prompt-tokens and --output-tokens)",
+    )
+    p.add_argument(
+        "--prompt-tokens",
+        type=positive_number,
+        default=None,
+        help="mean prompt tokens per request: each step also prefills the prompts of new requests "
+        "(chunked prefill under continuous batching; with --output-tokens)",
+    )
+    p.add_argument("--output-tokens", type=positive_number, default=None, help="mean output tokens per request")
+    p.add_argument(
+        "--chunk-tokens",
+        type=positive_number,
+        default=512,
+        help="largest chunk of one prompt prefilled per step (default 512, Sarathi-Serve)",
+    )
     p.add_argument("--context", type=positive_number, default=4096, help="mean tokens in each KV cache (default 4096)")
     p.add_argument("--weights", default="bf16", help="weight format (default bf16)")
     p.add_argument("--kv", default="bf16", help="KV-cache format (default bf16)")
@@ -51,6 +71,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         info = apply_framework(info, args.framework)
     econ, _, note = economics_from_args(args, args.chip)
     tpot = None if args.tpot_ms is None else args.tpot_ms * 1e-3
+    ttft = None if args.ttft_ms is None else args.ttft_ms * 1e-3
     s = serve(
         args.model,
         info,
@@ -61,11 +82,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
         weights=args.weights,
         kv=args.kv,
         profile=args.profile,
+        prompt_tokens=args.prompt_tokens,
+        output_tokens=args.output_tokens,
+        chunk_tokens=args.chunk_tokens,
+        ttft=ttft,
     )
     if s.best is None:
         raise InputError(
             unmet_target_message(s)
-            if s.tpot_target is not None
+            if s.tpot_target is not None or s.ttft_target is not None
             else f"{s.model} on {s.chips} x {s.chip}: no batch fits in memory on any split"
         )
     if args.plot:
@@ -82,6 +107,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     "chip": s.chip,
                     "chips": s.chips,
                     "tpot_target_seconds": s.tpot_target,
+                    "ttft_target_seconds": s.ttft_target,
                     "best": None if s.best is None else dataclasses.asdict(s.best),
                     "economics": note,
                     "points": [dataclasses.asdict(p) for p in s.points],
@@ -97,16 +123,28 @@ def _print(s, note: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from ..serving import meets
+
     console = Console()
     target = "no TPOT target" if s.tpot_target is None else f"TPOT <= {s.tpot_target * 1e3:g} ms"
+    if s.ttft_target is not None:
+        target += f", TTFT <= {s.ttft_target * 1e3:g} ms"
     console.print(f"[bold]{s.model}[/bold] on {s.chips} x {s.chip}, {target} ({note})")
     t = Table(
-        "split", "best batch", "micro-batches", "TPOT", "tok/s per chip", "tok/s per user", "J/token", "$/M tokens"
+        "split",
+        "best batch",
+        "micro-batches",
+        "TPOT",
+        "TTFT",
+        "tok/s per chip",
+        "tok/s per user",
+        "J/token",
+        "$/M tokens",
     )
     for tp, pp in s.splits:
-        curve = [p for p in s.curve(tp, pp) if s.tpot_target is None or p.tpot <= s.tpot_target]
+        curve = [p for p in s.curve(tp, pp) if meets(p, s.tpot_target, s.ttft_target)]
         if not curve:
-            t.add_row(f"TP {tp} x PP {pp}", "none meets the target", "", "", "", "", "", "")
+            t.add_row(f"TP {tp} x PP {pp}", "none meets the target", "", "", "", "", "", "", "")
             continue
         p = max(curve, key=lambda p: p.tokens_per_second_per_chip)
         mark = " *" if p == s.best else ""
@@ -115,6 +153,7 @@ def _print(s, note: str) -> None:
             f"{p.batch:g}",
             f"{p.micro_batches:g}",
             f"{p.tpot * 1e3:.3g} ms",
+            "" if p.ttft is None else f"{p.ttft * 1e3:.3g} ms",
             f"{p.tokens_per_second_per_chip:.4g}",
             f"{p.tokens_per_second_per_user:.4g}",
             f"{p.joules_per_token:.3g}",
