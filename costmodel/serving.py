@@ -210,11 +210,9 @@ def serve(
         raise InputError(
             f"ttft = {ttft!r}: a time-to-first-token target needs the prompt and output tokens per request"
         )
-    prefill = (
-        None
-        if prompt_tokens is None
-        else Prefill(prompt_tokens=prompt_tokens, output_tokens=output_tokens, chunk_tokens=chunk_tokens)
-    )
+    prefill = None
+    if prompt_tokens is not None and output_tokens is not None:
+        prefill = Prefill(prompt_tokens=prompt_tokens, output_tokens=output_tokens, chunk_tokens=chunk_tokens)
     m = model if isinstance(model, Model) else load_model(model)
     info = chip if isinstance(chip, ChipInfo) else chip_info(chip)
     profile_name, prof = resolve_profile(profile, context)
