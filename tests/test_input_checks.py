@@ -256,3 +256,60 @@ def test_fraction_vector_accepts_shares_that_sum_to_one():
     assert parse("0.1,0.2,0.7") == (0.1, 0.2, 0.7)  # 1.0000000000000002 in floats
     assert parse("1,0,0") == (1.0, 0.0, 0.0)
     assert parse("0.3333333,0.3333333,0.3333334") == pytest.approx((1 / 3,) * 3, rel=1e-6)
+
+
+# --- 4. a power cap below the static power ---------------------------------------------
+
+
+CHIP = """peak_tflops_16 = 100.0
+compute_efficiency = 0.8
+energy_pj_per_flop = 0.5
+static_power_w = 100.0
+power_cap_w = 300.0
+kernel_overhead_us = 2.0
+link_bandwidth_GBps = 100.0
+link_latency_us = 5.0
+hop_latency_us = 1.0
+max_chips = 8
+
+[dram]
+capacity_GB = 64.0
+bandwidth_GBps = 1000.0
+latency_ns = 400.0
+energy_pj_per_byte = 20.0
+efficiency = 0.9
+"""
+
+
+def test_power_cap_below_static_power_subprocess(tmp_path):
+    path = tmp_path / "chip.toml"
+    path.write_text(CHIP.replace("power_cap_w = 300.0", "power_cap_w = 50.0"))
+    code, out, err = run_subprocess(["evaluate", "--chip", str(path), "--mode", "sustained"])
+    assert code == 2 and out == ""
+    one_error_line(err, str(path), "'power_cap_w' = 50 W", "more than field 'static_power_w' = 100 W")
+
+
+@pytest.mark.parametrize("command", (["evaluate"], ["explain"], ["serve"], ["evaluate", "--mode", "sustained"]))
+def test_power_cap_at_static_power(tmp_path, capsys, command):
+    # A cap equal to the static power leaves nothing to run on either; every command
+    # that loads the chip says so.
+    path = tmp_path / "chip.toml"
+    path.write_text(CHIP.replace("power_cap_w = 300.0", "power_cap_w = 100.0"))
+    code, _, err = run([*command, "--chip", str(path)], capsys)
+    assert code == 2
+    one_error_line(err, str(path), "'power_cap_w' = 100 W", "'static_power_w' = 100 W")
+
+
+def test_power_cap_above_static_power_is_accepted(tmp_path, capsys):
+    path = tmp_path / "chip.toml"
+    path.write_text(CHIP)
+    code, out, err = run(["evaluate", "--chip", str(path), "--mode", "sustained", "--json"], capsys)
+    assert code == 0, err
+    r = json.loads(out)
+    assert 0 < r["sustained_to_peak"] <= 1 and r["power_watts_per_chip"] <= 300.0 * (1 + 1e-3)
+
+
+def test_area_design_power_cap_below_its_static_power(capsys):
+    code, _, err = run(["explain", "--tech", "N5", "--power-cap", "1"], capsys)
+    assert code == 2
+    one_error_line(err, "area design", "'--power-cap' = 1 W", "'static_power_w' = ")

@@ -90,6 +90,7 @@ def _design(args):
     from .._core.area import MIN_FREE_AREA, fixed_area
     from ..explain import AreaDesign
     from ..io import ChipInfo, InputError, chip_info, tech_preset
+    from ..io.chips import check_power
     from .economics import economics_from_args
 
     if args.tech is None:
@@ -118,7 +119,9 @@ def _design(args):
         f"{args.area:g} mm² logic die at {args.tech}, compute,sram {split}, "
         f"{args.stacks} stacks, PIM share {args.pim_share:g}"
     )
-    info = ChipInfo(design.chip(), args.placement or "greedy", args.max_chips, "area-design", "", label)
+    chip = design.chip()
+    check_power(float(chip.static_power), args.power_cap, f"area design ({label})", ("static_power_w", "--power-cap"))
+    info = ChipInfo(chip, args.placement or "greedy", args.max_chips, "area-design", "", label)
     return info, design, econ, note
 
 

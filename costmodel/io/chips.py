@@ -184,6 +184,31 @@ def _set(values: dict[tuple[str, ...], list[float] | float], path, index, value)
         entries[index] = value
 
 
+def check_power(
+    static_power_w: float, power_cap_w: float, where: str, fields=("static_power_w", "power_cap_w")
+) -> None:
+    """The one check of a chip's power cap against its static power, both per chip, W.
+
+    Leakage and always-on power are drawn at any clock, so a cap at or below them
+    leaves no power to run at all: the sustained clock (`sustained_cost`) would come
+    down to nothing and every sustained figure would be meaningless.
+
+    Args:
+        static_power_w, power_cap_w: the two powers, W.
+        where: the file (or option) for the message.
+        fields: the names of the two in `where`.
+
+    Raises:
+        InputError: naming the file, both fields and their values.
+    """
+    static, cap = fields
+    if not power_cap_w > static_power_w:
+        raise InputError(
+            f"{where}: field {cap!r} = {power_cap_w:g} W: expected more than field {static!r} = {static_power_w:g} W "
+            "(static power is drawn at any clock: a cap at or below it leaves none to run on)"
+        )
+
+
 def chip_from_table(t: dict[str, Any], where: str, name: str) -> ChipInfo:
     """Validates one chip table (datasheet units) and converts it to a SI `Chip`.
 
@@ -192,6 +217,7 @@ def chip_from_table(t: dict[str, Any], where: str, name: str) -> ChipInfo:
     """
     required, optional = _kinds(None)
     t = check_table(t, where, required, optional, strings=STRINGS, tables=(*SECTIONS, "sources"))
+    check_power(t["static_power_w"], t["power_cap_w"], where)
     placement = t.get("placement", "dram")
     if placement not in POLICIES:
         raise InputError(f"{where}: field 'placement' = {placement!r}: expected one of {list(POLICIES)}")
