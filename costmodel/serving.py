@@ -28,7 +28,7 @@ from ._core.chip import Chip
 from ._core.cost import decode_cost, first_token_seconds
 from ._core.economics import Economics, token_cost
 from ._core.traffic import lower_traffic
-from ._core.workload import ContextMix, Model, Prefill, Workload
+from ._core.workload import AccessProfile, ContextMix, Model, Prefill, Workload
 from .evaluation import (
     MAX_TENSOR_PARALLEL,
     check_chip_count,
@@ -157,6 +157,7 @@ def serve(
     chunk_tokens: float = 512,
     ttft: float | None = None,
     mix: ContextMix | None = None,
+    prefill_chips: int | None = None,
 ) -> Serving:
     """The largest throughput per chip that meets a TPOT target, over splits and batches.
 
@@ -179,6 +180,10 @@ def serve(
         chunk_tokens: largest chunk of one prompt prefilled per step (inf: whole prompts).
         ttft: the time-to-first-token target, s (needs the prompt and output tokens).
         mix: the batch's contexts in bins (`costmodel.ContextMix`) around `context`.
+        prefill_chips: disaggregated serving: prompts are prefilled on a separate pool
+            of this many chips of the same kind (one tensor-parallel instance), their
+            KV sent to the decode chips over the links, and the decode steps prefill
+            nothing (`Disaggregated`); None: prefill in the decode steps.
 
     Returns:
         A `Serving`; `best` is None when no feasible point meets the target.
@@ -213,6 +218,8 @@ def serve(
     prefill = None
     if prompt_tokens is not None and output_tokens is not None:
         prefill = Prefill(prompt_tokens=prompt_tokens, output_tokens=output_tokens, chunk_tokens=chunk_tokens)
+    if prefill_chips is not None and prefill is None:
+        raise InputError(f"prefill_chips = {prefill_chips!r}: disaggregated prefill needs the prompt and output tokens")
     m = model if isinstance(model, Model) else load_model(model)
     info = chip if isinstance(chip, ChipInfo) else chip_info(chip)
     profile_name, prof = resolve_profile(profile, context)
@@ -240,12 +247,24 @@ def serve(
     def scenario(b, g):
         return eqx.tree_at(lambda s: (s.batch, s.micro_batches), base, (jnp.asarray(b), jnp.asarray(g)))
 
-    workloads = [Workload(m, scenario(float(b), g), prof, mix, prefill) for (_, _, b), g in zip(rows, groups)]
+    in_step = None if prefill_chips is not None else prefill
+    workloads = [Workload(m, scenario(float(b), g), prof, mix, in_step) for (_, _, b), g in zip(rows, groups)]
     systems = [info.chip.replace(tensor_parallel=tp, pipeline_parallel=pp) for tp, pp, _ in rows]
     stack = lambda xs: jax.tree.map(lambda *a: jnp.stack(a), *xs)
     tpot_s, ttft_s, tps, jpt, usd, ok = (
         np.asarray(a) for a in _grid(stack(workloads), stack(systems), econ, info.placement)
     )
+    pool = 0
+    if prefill_chips is not None and prefill is not None:
+        d = disaggregated_prefill(m, base, info, prefill, prefill_chips)
+        pool = prefill_chips
+        # Requests finish at batch x accepted / output per step; the prefill pool takes
+        # each for `d.seconds`, so it is busy `rate x seconds` of the time (<= 1 to keep up).
+        rate = np.asarray([b for _, _, b in rows]) * float(prof.accepted) / float(prefill.output_tokens) / tpot_s
+        ok = ok & (rate * d.seconds <= 1.0)
+        ttft_s = d.seconds + d.transfer_seconds + tpot_s
+        jpt = jpt + d.joules / float(prefill.output_tokens)
+        usd = usd * (chips + pool) / chips  # the prefill chips' share, priced like the decode chips'
     points = [
         ServingPoint(
             tensor_parallel=tp,
@@ -254,7 +273,7 @@ def serve(
             micro_batches=g,
             tpot=float(t),
             ttft=None if prefill is None else float(f1),
-            tokens_per_second_per_chip=float(x) / chips,
+            tokens_per_second_per_chip=float(x) / (chips + pool),
             tokens_per_second_per_user=float(x) / float(b),
             joules_per_token=float(j),
             usd_per_million_tokens=float(u),
@@ -266,6 +285,54 @@ def serve(
     best = max(candidates, key=lambda p: (p.tokens_per_second_per_chip, -p.tpot)) if candidates else None
     name = model if isinstance(model, str) else "custom"
     return Serving(name, info.name, chips, tpot, best, points, ttft)
+
+
+@dataclasses.dataclass(frozen=True)
+class Disaggregated:
+    """One prompt prefilled on a separate pool of chips, and its KV sent to the decode
+    chips (DistServe, Splitwise).
+
+    Attributes:
+        seconds: prefill time of one prompt on the pool, s.
+        transfer_seconds: time to send its KV cache over the pool's links, s.
+        joules: prefill energy of one prompt, all pool chips, J.
+    """
+
+    seconds: float
+    transfer_seconds: float
+    joules: float
+
+
+def disaggregated_prefill(m: Model, base, info: ChipInfo, prefill: Prefill, chips: int) -> Disaggregated:
+    """The prefill of one prompt on `chips` chips of `info`'s kind, one tensor-parallel
+    instance: a step of one sequence whose `prompt_tokens` queries share each KV read
+    of the prompt (causal: `prompt / 2` tokens of history on average), and the KV it
+    writes sent to the decode chips, each pool chip its share over its link.
+
+    References:
+        Y. Zhong et al., "DistServe: Disaggregating Prefill and Decoding for
+        Goodput-optimized Large Language Model Serving", OSDI 2024; P. Patel et al.,
+        "Splitwise: Efficient Generative LLM Inference Using Phase Splitting", ISCA 2024.
+    """
+    check_chip_count(info, chips)
+    problem = layout_problem(m, chips, 1)
+    if problem is not None:
+        raise InputError(f"prefill_chips = {chips}: {problem}")
+    prompt = float(prefill.prompt_tokens)
+    scenario = eqx.tree_at(lambda s: (s.batch, s.context), base, (jnp.asarray(1.0), jnp.asarray(prompt / 2)))
+    w = Workload(m, scenario, AccessProfile(queries=prompt))
+    chip = info.chip.replace(tensor_parallel=chips, pipeline_parallel=1)
+    traffic = lower_traffic(w)
+    cost = decode_cost(w, chip, system_placement(info.placement, traffic, chip))
+    if not bool(cost.feasible):
+        raise InputError(f"prefill_chips = {chips}: a {prompt:g}-token prompt does not fit in {chips} x {info.name}")
+    kv_bytes = float(jnp.sum(traffic.writes))
+    link = float(chip.link_bandwidth)
+    if not link > 0:
+        raise InputError(
+            f"prefill_chips = {chips}: {info.name} has no chip-to-chip links (link_bandwidth) for the KV transfer"
+        )
+    return Disaggregated(float(cost.seconds_per_step), kv_bytes / (chips * link), float(cost.joules_per_token))
 
 
 def meets(p: ServingPoint, tpot: float | None, ttft: float | None) -> bool:

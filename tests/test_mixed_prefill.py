@@ -175,3 +175,30 @@ def test_serve_cli_unmet_ttft_is_one_line_exit_2():
     assert r.returncode == 2, r.stderr
     assert "--ttft-ms 1" in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_disaggregated_prefill_pool():
+    from costmodel.serving import disaggregated_prefill, serve
+
+    econ = cm.economics_preset("N5")
+    kw = dict(chips=1, prompt_tokens=2048.0, output_tokens=256.0)
+    decode_only = serve("llama-3-8b", "h100-sxm", econ, chips=1)
+    split = serve("llama-3-8b", "h100-sxm", econ, prefill_chips=1, **kw)
+    assert split.best is not None and decode_only.best is not None
+    # Two chips where one decoded: at most half the decode-only rate per chip.
+    assert split.best.tokens_per_second_per_chip <= decode_only.best.tokens_per_second_per_chip / 2 * (1 + 1e-6)
+    d = disaggregated_prefill(
+        cm.model_preset("llama-3-8b"),
+        cm.Scenario(),
+        cm.chip_info("h100-sxm"),
+        cm.Prefill(prompt_tokens=2048, output_tokens=256),
+        1,
+    )
+    assert d.seconds > 0 and d.transfer_seconds > 0
+    # A point is kept only while one prefill chip keeps up with the requests it finishes.
+    for p in split.points:
+        if p.feasible:
+            assert p.batch / 256.0 / p.tpot * d.seconds <= 1.0 + 1e-6
+            assert p.ttft == pytest.approx(d.seconds + d.transfer_seconds + p.tpot, rel=1e-6)
+    with pytest.raises(cm.InputError, match="prefill_chips"):
+        serve("llama-3-8b", "h100-sxm", econ, chips=1, prefill_chips=1)

@@ -10,9 +10,6 @@ from .args import add_model_arg, positive_int, positive_number
 from .economics import add_economics_args
 
 
-PLOT_SUFFIXES = (".png", ".pdf", ".svg")
-
-
 def add_commands(sub) -> None:
     p = sub.add_parser(
         "serve",
@@ -37,6 +34,13 @@ def add_commands(sub) -> None:
         help="mean prompt tokens per request: each step also prefills the prompts of new requests "
         "(chunked prefill under continuous batching; with --output-tokens)",
     )
+    p.add_argument(
+        "--prefill-chips",
+        type=positive_int,
+        default=None,
+        help="disaggregated serving: prefill on a separate pool of this many chips of the same kind, "
+        "the KV sent over the links (default: prefill inside the decode steps)",
+    )
     p.add_argument("--output-tokens", type=positive_number, default=None, help="mean output tokens per request")
     p.add_argument(
         "--chunk-tokens",
@@ -49,7 +53,12 @@ def add_commands(sub) -> None:
     p.add_argument("--kv", default="bf16", help="KV-cache format (default bf16)")
     p.add_argument("--profile", default="dense", help="KV access profile: preset id or TOML path")
     p.add_argument("--framework", default=None, help="serving-framework profile applied to the chip")
-    p.add_argument("--plot", default=None, metavar="OUT.png", help="write the throughput-interactivity curves")
+    p.add_argument(
+        "--plot",
+        default=None,
+        metavar="OUT.png",
+        help="write the throughput-interactivity curves (.png, .pdf, .svg, ...)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object (the answer and every point)")
     add_economics_args(p)
     p.set_defaults(func=cmd_serve)
@@ -57,15 +66,15 @@ def add_commands(sub) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     import dataclasses
-    from pathlib import Path
 
     from ..evaluation import apply_framework
     from ..io import chip_info
+    from ..io.files import check_output_path
     from ..serving import serve, unmet_target_message
     from .economics import economics_from_args
 
-    if args.plot is not None and Path(args.plot).suffix.lower() not in PLOT_SUFFIXES:
-        raise InputError(f"--plot {args.plot}: expected a file name ending in one of {', '.join(PLOT_SUFFIXES)}")
+    if args.plot is not None:
+        check_output_path(args.plot, "--plot")
     info = chip_info(args.chip)
     if args.framework is not None:
         info = apply_framework(info, args.framework)
@@ -86,6 +95,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         output_tokens=args.output_tokens,
         chunk_tokens=args.chunk_tokens,
         ttft=ttft,
+        prefill_chips=args.prefill_chips,
     )
     if s.best is None:
         raise InputError(
