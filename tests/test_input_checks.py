@@ -313,3 +313,59 @@ def test_area_design_power_cap_below_its_static_power(capsys):
     code, _, err = run(["explain", "--tech", "N5", "--power-cap", "1"], capsys)
     assert code == 2
     one_error_line(err, "area design", "'--power-cap' = 1 W", "'static_power_w' = ")
+
+
+# --- 5. output paths and formats, before any work ------------------------------------
+
+
+def test_plot_format_subprocess(tmp_path):
+    code, out, err = run_subprocess(["evaluate", "--plot", "out.xyz"], cwd=tmp_path)
+    assert code == 2 and out == ""
+    one_error_line(err, "--plot out.xyz", ".png, .pdf, .svg")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "args,needles",
+    [
+        (["evaluate", "--history-plot", "sram"], ("--history-plot sram", ".png")),
+        (["evaluate", "--plot", "nodir/x.png"], ("--plot nodir/x.png", "folder nodir does not exist")),
+        (["evaluate", "--plot", "folder.png"], ("--plot folder.png", "is a folder")),
+        (["serve", "--plot", "curve.txt"], ("--plot curve.txt", ".png, .pdf")),
+        (["optimize", "--plot", "nodir/c.png"], ("--plot nodir/c.png", "does not exist")),
+        (["optimize", "--plot", "c.gif"], ("--plot c.gif", ".png")),
+        (["validate", "--plot", "parity.xyz"], ("--plot parity.xyz", ".png")),
+        (["validate", "--pim", "--plot", "nodir/p.png"], ("--plot nodir/p.png", "does not exist")),
+        (["calibrate", "TRACE", "--out", "chip.json"], ("--out chip.json", ".toml")),
+        (["calibrate", "TRACE", "--out", "nodir/chip.toml"], ("--out nodir/chip.toml", "does not exist")),
+        (["calibrate", "TRACE", "--out", "chip.toml", "--plots", "nodir/plots"], ("--plots nodir/plots", "not exist")),
+        (["calibrate", "TRACE", "--out", "chip.toml", "--plots", "afile"], ("--plots afile", "is a file")),
+        (["bench", "--out", "nodir/t.csv"], ("--out nodir/t.csv", "does not exist")),
+        (["bench", "--out", "t.txt"], ("--out t.txt", ".csv, .parquet")),
+        (["import-trace", "vllm", "TRACE", "--model", "llama-3-8b", "--out", "t.json"], ("--out t.json", ".csv")),
+    ],
+)
+def test_output_paths(tmp_path, monkeypatch, capsys, args, needles):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "folder.png").mkdir()
+    (tmp_path / "afile").write_text("")
+    trace = str(ROOT / "data" / "traces" / "cpu.csv")
+    before = set(tmp_path.rglob("*"))
+    code, _, err = run([trace if a == "TRACE" else a for a in args], capsys)
+    assert code == 2
+    one_error_line(err, *needles)
+    assert set(tmp_path.rglob("*")) == before  # nothing written, not even the probe
+
+
+def test_unwritable_folder(capsys):
+    code, _, err = run(["evaluate", "--plot", "/proc/x.png"], capsys)
+    assert code == 2
+    one_error_line(err, "--plot /proc/x.png", "folder /proc is not writable")
+
+
+@pytest.mark.parametrize("suffix", [".png", ".PDF", ".svg"])
+def test_supported_plot_formats_are_written(tmp_path, capsys, suffix):
+    path = tmp_path / f"roofline{suffix}"
+    code, _, err = run(["evaluate", "--plot", str(path), "--json"], capsys)
+    assert code == 0, err
+    assert path.stat().st_size > 0

@@ -11,6 +11,7 @@ import shlex
 import sys
 
 from ..io import InputError, atomic_write
+from ..io.files import check_output_folder, check_output_path
 
 
 def add_commands(sub) -> None:
@@ -50,9 +51,11 @@ def add_commands(sub) -> None:
     p.set_defaults(func=cmd_import)
 
 
+TRACE_SUFFIXES = (".csv", ".parquet", ".pq")
+
+
 def _check_out(path: str, what: str = "--out") -> None:
-    if not path.lower().endswith((".csv", ".parquet", ".pq")):
-        raise InputError(f"{what} {path!r}: expected a .csv or .parquet file name")
+    check_output_path(path, what, TRACE_SUFFIXES)
 
 
 def cmd_bench(args) -> int:
@@ -100,8 +103,9 @@ def cmd_bench(args) -> int:
 
 
 def cmd_calibrate(args) -> int:
-    if not args.out.endswith(".toml"):
-        raise InputError(f"--out {args.out!r}: expected a .toml chip file name")
+    check_output_path(args.out, "--out", (".toml",))
+    if args.plots is not None:
+        check_output_folder(args.plots, "--plots")
     if args.steps < 1:
         raise InputError(f"--steps {args.steps}: expected a whole number >= 1")
     from pathlib import Path

@@ -80,7 +80,9 @@ def add_commands(sub) -> None:
         "--grid-step", type=positive_number, default=0.02, help="simplex step of the baseline grid (default 0.02)"
     )
     p.add_argument("--no-baseline", action="store_true", help="skip the grid baseline")
-    p.add_argument("--plot", default=None, help="PNG of the objective along the run and of the area split")
+    p.add_argument(
+        "--plot", default=None, help="plot of the objective along the run and of the area split (.png, .pdf, .svg, ...)"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_optimize)
 
@@ -159,8 +161,11 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import Progress
 
+    from ..io.files import check_output_path
     from ..report import dumps
 
+    if args.plot is not None:
+        check_output_path(args.plot, "--plot")
     console = Console(stderr=True)
     with Progress(console=console, transient=True, disable=args.json and not console.is_terminal) as bar:
         task = bar.add_task("optimising area split and placement", total=args.steps)

@@ -33,7 +33,12 @@ def add_commands(sub) -> None:
     p.add_argument(
         "--mode", default="peak", choices=("peak", "sustained"), help="full clock, or clock lowered to the power cap"
     )
-    p.add_argument("--plot", default=None, metavar="OUT.png", help="write a roofline and time-breakdown plot")
+    p.add_argument(
+        "--plot",
+        default=None,
+        metavar="OUT.png",
+        help="write a roofline and time-breakdown plot (.png, .pdf, .svg, ...)",
+    )
     p.add_argument(
         "--history-plot",
         default=None,
@@ -79,7 +84,12 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from ..evaluation import evaluate
+    from ..io.files import check_output_path
     from ..report import cost_record, dumps
+
+    for option, path in (("--plot", args.plot), ("--history-plot", args.history_plot)):
+        if path is not None:
+            check_output_path(path, option)
 
     e = evaluate(
         args.model,

@@ -11,7 +11,12 @@ def add_commands(subparsers) -> None:
         help="predicted vs measured for every published decode measurement, with the error per group",
     )
     p.add_argument("--json", action="store_true", help="print median_ape, p90_ape and the rows as JSON")
-    p.add_argument("--plot", metavar="PNG", default=None, help="write a log-log parity plot to this file")
+    p.add_argument(
+        "--plot",
+        metavar="OUT.png",
+        default=None,
+        help="write a log-log parity plot to this file (.png, .pdf, .svg, ...)",
+    )
     p.add_argument("--table", default=None, help="measurement table (default data/measurements/measurements.toml)")
     p.add_argument("--frameworks", default=None, help="framework profiles (default data/frameworks.toml)")
     p.add_argument(
@@ -33,8 +38,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
     import sys
 
     from .. import validate as v
+    from ..io.files import check_output_path
     from ..report import dumps
 
+    if args.plot is not None:
+        check_output_path(args.plot, "--plot")
     if args.pim:
         return _cmd_validate_pim(args)
     rows = v.load_rows(args.table)

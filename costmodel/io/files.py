@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -78,6 +79,60 @@ def atomic_write(path: Path | str, text: str) -> None:
     """Writes `text` to `path` atomically (`atomic_open`)."""
     with atomic_open(path) as f:
         f.write(text)
+
+
+PLOT_SUFFIXES = (".png", ".pdf", ".svg", ".svgz", ".eps", ".ps", ".jpg", ".jpeg", ".tif", ".tiff", ".webp")
+"""File name endings a plot may have: formats matplotlib writes with no external tool
+(its `pgf` needs LaTeX; `raw`/`rgba` are pixel buffers, not images)."""
+
+
+def _check_parent(path: Path, option: str) -> None:
+    parent = path.parent
+    if not parent.is_dir():
+        raise InputError(f"{option} {path}: folder {parent} does not exist; expected the output in an existing folder")
+    # A real probe, not os.access: root passes access() for /proc and read-only mounts.
+    try:
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=".costmodel-probe-")
+    except OSError as e:
+        raise InputError(f"{option} {path}: folder {parent} is not writable ({e.strerror or e})") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def check_output_path(path: str | Path, option: str, suffixes: tuple[str, ...] = PLOT_SUFFIXES) -> Path:
+    """The one check of an output file a command will write, done before any work:
+    its name ends in one of `suffixes` (any case), it is not a folder, and its folder
+    exists and is writable.
+
+    Args:
+        path: the file name as given.
+        option: the option it came from (`--plot`), for the message.
+        suffixes: the endings the writer supports (`PLOT_SUFFIXES` for a plot).
+
+    Returns:
+        The path.
+
+    Raises:
+        InputError: naming the option, the path and what was expected.
+    """
+    p = Path(path)
+    if p.suffix.lower() not in suffixes:
+        raise InputError(f"{option} {path}: expected a file name ending in one of {', '.join(suffixes)}")
+    if p.is_dir():
+        raise InputError(f"{option} {path}: is a folder; expected a file name")
+    _check_parent(p, option)
+    return p
+
+
+def check_output_folder(path: str | Path, option: str) -> Path:
+    """`check_output_path` for an output folder (created if absent): not a file, and
+    its parent folder exists and is writable."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise InputError(f"{option} {path}: is a file; expected a folder")
+    if not p.exists():
+        _check_parent(p, option)
+    return p
 
 
 def only_section(data: dict[str, Any], section: str, path: Path) -> Any:
