@@ -24,15 +24,22 @@ def add_commands(subparsers) -> None:
         description=(
             "Evaluates every config of a sweep spec with one jit(vmap(...)) program per chunk, "
             "sharded over the local devices, and writes each finished chunk atomically to "
-            "OUT/chunk-XXXXXXXX.parquet. With --resume, chunks already written are skipped; the "
-            "final table equals an uninterrupted run row for row. Under jax.distributed "
+            "OUT/chunk-XXXXXXXX.parquet, recording its config range, rows and SHA-256 in "
+            "OUT/sweep.json. OUT must be new or empty unless --resume, which keeps the chunks that "
+            "verify and recomputes the rest (missing, cut short, changed or copied ones): the final "
+            "folder equals an uninterrupted run byte for byte. One run writes into OUT at a time "
+            "(a second exits 2; a killed run's lock is released with it). Under jax.distributed "
             "(--distributed, or --coordinator/--num-processes/--process-id) each process "
             "evaluates its contiguous share of the chunks into the same OUT."
         ),
     )
     p.add_argument("spec", help="sweep spec TOML file (see data/sweeps/default.toml)")
     p.add_argument("--out", required=True, help="output folder (Parquet chunks and sweep.json)")
-    p.add_argument("--resume", action="store_true", help="skip chunks already written to --out")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the sweep in --out: keep the chunks that verify, recompute the rest",
+    )
     p.add_argument("--chunk", type=positive_int, default=None, help="configs per compiled call (default: spec's)")
     p.add_argument(
         "--cpu-devices",
@@ -53,7 +60,9 @@ def add_commands(subparsers) -> None:
         description=(
             "Extracts the configs no other config beats in both columns. Each column is "
             "COLUMN[:min|:max] (default :min), e.g. --x tokens_per_second_per_sequence:max "
-            "--y joules_per_token:min. Only feasible rows count unless --all."
+            "--y joules_per_token:min. Only feasible rows count unless --all (the `infeasible` "
+            "column says why a row is not). Every chunk is verified against sweep.json first: a "
+            "missing, damaged or duplicated one is an error naming it."
         ),
     )
     p.add_argument("dir", help="a sweep folder written by `costmodel sweep`")
@@ -108,6 +117,13 @@ def cmd_sweep(args) -> int:
     )
     import jax
 
+    if stats.recomputed:
+        shown = "; ".join(f"chunk {k} {why}" for k, why in sorted(stats.recomputed.items())[:5])
+        more = f"; and {len(stats.recomputed) - 5} more" if len(stats.recomputed) > 5 else ""
+        Console(stderr=True).print(
+            f"sweep {args.out}: recomputed {len(stats.recomputed)} chunk(s) that failed verification: {shown}{more}",
+            markup=False,
+        )
     Console(stderr=True).print(
         f"sweep {args.spec}: {stats.n_configs} configs in {args.out}; process {jax.process_index()} of "
         f"{jax.process_count()} on {len(jax.local_devices())} devices: chunks {stats.chunks.start}..{stats.chunks.stop - 1}, evaluated "

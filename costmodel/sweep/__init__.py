@@ -18,8 +18,10 @@ The modules, one concept each:
 - `sampling`: the uint32 keyed Feistel permutation and the Latin hypercube on it.
 - `program`: `Sweep`, the compiled, sharded `jit(shard_map(vmap(...)))` chunk program
   that generates its configs from their indices and evaluates them.
-- `store`: sweep folders: Parquet chunks written atomically, the manifest, resume,
-  multi-host shares, reading back, the progress bar.
+- `store`: sweep folders: Parquet chunks written atomically and recorded (rows, config
+  range, SHA-256) in the manifest, one writer per chunk (a lock), resume that keeps
+  only chunks that verify, multi-host shares, the verified-chunk reader every
+  consumer uses (`iter_sweep`, `verify_sweep`), the progress bar.
 - `pareto`: Pareto fronts of finished sweeps, chunk by chunk.
 
 The front's plot is `costmodel.report.sweep_plots.plot_pareto` (a report, above this
@@ -35,6 +37,7 @@ from .program import (
     _CACHE as _CACHE,
     AREA_RESULTS as AREA_RESULTS,
     COMPILER_OPTIONS as COMPILER_OPTIONS,
+    INFEASIBLE as INFEASIBLE,
     RESULTS as RESULTS,
     Sweep as Sweep,
     cached_sweep as cached_sweep,
@@ -61,7 +64,9 @@ from .spec import (
     parse_spec as parse_spec,
 )
 from .store import (
+    CHECKSUMS as CHECKSUMS,
     FORMAT as FORMAT,
+    LOCK as LOCK,
     MANIFEST as MANIFEST,
     SweepStats as SweepStats,
     chunk_path as chunk_path,
@@ -71,6 +76,7 @@ from .store import (
     read_manifest as read_manifest,
     read_sweep as read_sweep,
     run_sweep as run_sweep,
+    verify_sweep as verify_sweep,
 )
 
 

@@ -1,4 +1,4 @@
-"""Pareto fronts of finished sweeps, computed chunk by chunk."""
+"""Pareto fronts of finished sweeps, computed chunk by chunk from verified chunks."""
 
 from __future__ import annotations
 
@@ -62,8 +62,9 @@ def pareto_front(
         (front table sorted by x, sampled x, sampled y, rows considered).
 
     Raises:
-        InputError: if the sweep did not finish, a column is not in it, or pyarrow is
-            not installed.
+        InputError: if a chunk fails verification (`iter_sweep`: missing, damaged or
+            duplicated; the message names it and the `--resume` that recomputes it), a
+            column is not in the sweep, or pyarrow is not installed.
     """
     pa = pyarrow()
 

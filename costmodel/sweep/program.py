@@ -20,13 +20,15 @@ import jax.tree_util as jtu
 import numpy as np
 
 from .._core.area import Technology, chip_from_design, design_from_split, tier_efficiency
-from .._core.chip import Chip
+from .._core.channels import class_flop_rates
+from .._core.chip import PIM, Chip
 from .._core.cost import BOUNDS, decode_cost
 from .._core.economics import Economics
+from .._core.numerics import RATE_FLOOR
 from .._core.placement import POLICIES
-from .._core.traffic import lower_traffic
+from .._core.traffic import class_sum, lower_traffic
 from .._core.workload import AccessProfile, Model, Scenario, Workload
-from ..evaluation import ALL_TIERS, FAST_TIERS, size_system, system_placement, tier_mask
+from ..evaluation import ALL_TIERS, FAST_TIERS, MAX_TENSOR_PARALLEL, size_system, system_placement, tier_mask
 from ..io import InputError, chip_info, economics_preset, formats, load_model, tech_preset
 from ..io.profiles import profile_info
 from ._arrow import pyarrow
@@ -43,7 +45,7 @@ RESULTS = (
     "overflow_bytes_per_chip",
 )
 """Float result columns (SI units: s, tokens/s, J, W, B), besides `bound`, `feasible`,
-`chips`, `tensor_parallel` and `pipeline_parallel`."""
+`infeasible` (why not, `INFEASIBLE`), `chips`, `tensor_parallel` and `pipeline_parallel`."""
 
 AREA_RESULTS = (
     "area.compute",
@@ -58,6 +60,29 @@ AREA_RESULTS = (
 die's free area (1 − `area.sram`); the compute, SRAM and fixed (I/O and HBM PHYs)
 areas of the logic die, mm²; PIM dies per chip; the price of one chip (good logic die,
 stacks with the PIM premium, package; `data/tech.toml` at `area.node`), USD."""
+
+INFEASIBLE = (
+    "",
+    "prefix > context",
+    "logic die too small",
+    "no compute area",
+    "layout",
+    "over capacity",
+    "zero rate",
+    "time not finite",
+)
+"""Values of the `infeasible` column: why a row is not feasible ("" when it is), the
+first that applies: a shared prefix longer than the context; an area design whose
+logic die cannot hold its I/O and PHYs, or with no compute area (`area.sram` = 1);
+a system layout `costmodel evaluate` refuses (a tensor-parallel width that does not
+divide the query and KV heads, or a fixed `chips` above `max_chips` or not laid out
+exactly: `costmodel.evaluation.check_layout`); weights and KV cache that fit on no system of at most `max_chips` chips, or overflow
+DRAM (`overflow_bytes_per_chip`); work asked of a rate of 0 (a swept bandwidth or
+FLOP/s reaching 0 where the placement reads bytes or runs FLOPs: the core floors the
+rate at `RATE_FLOOR`, so its time is finite but means nothing); a time that is not
+finite and positive. An infeasible row keeps the finite figures the model computes
+(never NaN, so gradients and plots stay defined), but they describe no real system:
+`pareto` leaves such rows out unless `--all`."""
 
 COMPILER_OPTIONS: dict[str, Any] = {"xla_cpu_experimental_ynn_fusion_type": ""}
 """XLA options of the sweep's programs: no YNNPACK fusions on the CPU. By default XLA
@@ -279,6 +304,7 @@ class Sweep:
             profile = eqx.tree_at(lambda pr, field=field: getattr(pr, field), profile, num(name))
         workload = Workload(model, scenario, profile)
         valid = scenario.prefix <= scenario.context
+        reasons = {"prefix > context": ~valid}
         out: dict[str, jax.Array] = {}
 
         if spec.area_mode:
@@ -302,6 +328,8 @@ class Sweep:
             # A logic die that cannot hold its I/O and PHYs keeps a sliver of free
             # area (finite, very slow) and is reported as infeasible; so is one with
             # no compute area (`area.sram` = 1), whose host FLOPs have nowhere to run.
+            reasons["logic die too small"] = ~design.logic_fits
+            reasons["no compute area"] = sram >= 1.0 - 1e-6
             valid = valid & design.logic_fits & (sram < 1.0 - 1e-6)
             max_chips = num("area.max_chips")
             out.update(
@@ -329,7 +357,7 @@ class Sweep:
         for name in [n for n in spec.names if n in CHIP_FIELDS and not n.startswith(layout)]:
             path, index, _ = CHIP_FIELDS[name]
             chip = _set_field(chip, path, index, num(name))
-        tp, pp, fits = self._system_size(workload, traffic, chip, policy, max_chips, num)
+        tp, pp, fits, count_ok = self._system_size(workload, traffic, chip, policy, max_chips, num)
         valid = valid & fits
         chip = chip.replace(tensor_parallel=tp, pipeline_parallel=pp)
         for name in [n for n in spec.names if n.startswith(layout)]:
@@ -341,6 +369,15 @@ class Sweep:
         placement = placements[0] if len(placements) == 1 else jnp.stack(placements)[policy]
         cost = decode_cost(workload, chip, placement)
         finite = jnp.isfinite(cost.seconds_per_step) & (cost.seconds_per_step > 0)
+        explicit = any(n.startswith(layout) for n in spec.names)  # checked for heads only, as evaluate does
+        reasons["layout"] = ~(_splits_heads(workload.model, chip.tensor_parallel) & (count_ok | explicit))
+        reasons["over capacity"] = ~(fits & cost.feasible)
+        reasons["zero rate"] = _starved(workload, traffic, chip, placement, cost)
+        reasons["time not finite"] = ~finite
+        why = jnp.asarray(0, jnp.int32)
+        for code in reversed(range(1, len(INFEASIBLE))):  # the first that applies wins
+            if INFEASIBLE[code] in reasons:
+                why = jnp.where(reasons[INFEASIBLE[code]], jnp.int32(code), why)
         out.update(
             seconds_per_step=cost.seconds_per_step,
             tokens_per_second=cost.tokens_per_second,
@@ -349,7 +386,8 @@ class Sweep:
             power_watts_per_chip=cost.power,
             overflow_bytes_per_chip=cost.overflow_bytes,
             bound=cost.bound,
-            feasible=cost.feasible & valid & finite,
+            feasible=why == 0,
+            infeasible=why,
             tensor_parallel=chip.tensor_parallel,
             pipeline_parallel=chip.pipeline_parallel,
             placement=policy,
@@ -357,10 +395,13 @@ class Sweep:
         return out
 
     def _system_size(self, workload, traffic, chip, policy, max_chips, num):
-        """(tensor_parallel, pipeline_parallel, fits): `costmodel.evaluation.size_system`, per
-        config inside the vmapped program (the rules `costmodel.evaluate` sizes with)."""
+        """(tensor_parallel, pipeline_parallel, fits, count_ok), per config inside the
+        vmapped program, by the rules `costmodel.evaluation.system_size` sizes with:
+        `size_system`, and without a fixed `chips` the fewest chips that fit raised to
+        the next count whose tensor-parallel width divides the query and KV heads.
+        `count_ok`: a fixed `chips` is at most `max_chips` and laid out exactly."""
         fixed = "chips" in self._axes or self.spec.base.get("chips") != "auto"
-        return size_system(
+        args = (
             jnp.sum(traffic.stored_bytes),
             workload.model.n_layers,
             chip.tiers.capacity,
@@ -368,8 +409,20 @@ class Sweep:
             jnp.asarray(self._fast)[policy],
             jnp.asarray(self._all)[policy],
             jnp.asarray(np.array([p == "sram" for p in self.policies]))[policy],
-            num("chips") if fixed else None,
         )
+        if fixed:
+            chips = num("chips")
+            tp, pp, fits = size_system(*args, chips)
+            return tp, pp, fits, (tp * pp == chips) & (chips <= max_chips)
+        tp, pp, fits = size_system(*args, None)
+        # Counts above MAX_TENSOR_PARALLEL get its width (or a dataflow machine's, no
+        # wider), so the next count that splits the heads, if any, is among 1..8.
+        counts = jnp.arange(1, MAX_TENSOR_PARALLEL + 1, dtype=tp.dtype)
+        wide, deep, _ = jax.vmap(lambda n: size_system(*args, n))(counts)
+        good = _splits_heads(workload.model, wide) & (counts > tp * pp) & (counts <= max_chips)
+        first = jnp.argmax(good)
+        raise_ = ~_splits_heads(workload.model, tp) & jnp.any(good)
+        return jnp.where(raise_, wide[first], tp), jnp.where(raise_, deep[first], pp), fits, jnp.asarray(True)
 
     # -- running --
 
@@ -428,6 +481,7 @@ class Sweep:
             cols[name] = pa.array(res[name].astype(np.float32))
         cols["bound"] = names(BOUNDS, res["bound"])
         cols["feasible"] = pa.array(res["feasible"].astype(bool))
+        cols["infeasible"] = names(INFEASIBLE, res["infeasible"])
         return pa.table(cols)
 
     def table(self, start: int, stop: int):
@@ -437,6 +491,30 @@ class Sweep:
 
     def chunk_range(self, k: int) -> tuple[int, int]:
         return k * self.chunk, min((k + 1) * self.chunk, self.n_configs)
+
+
+def _splits_heads(model: Model, tensor_parallel) -> jax.Array:
+    """Whether a tensor-parallel width divides the query and KV heads
+    (`costmodel.evaluation.layout_problem`, traced)."""
+    heads, kv = jnp.round(model.n_heads), jnp.round(model.n_kv_heads)
+    return (jnp.mod(heads, tensor_parallel) == 0) & (jnp.mod(kv, tensor_parallel) == 0)
+
+
+def _starved(workload: Workload, traffic, chip: Chip, placement, cost) -> jax.Array:
+    """Whether a config asks work of a rate of 0: a tier serving bytes at no bandwidth,
+    PIM units holding bytes with no internal bandwidth or FLOP/s, or host FLOPs at a
+    precision the chip computes at 0 FLOP/s (each would take its work / `RATE_FLOOR`)."""
+    tiers = chip.tiers
+    served = cost.tier_bytes > 0
+    is_pim = jnp.arange(served.shape[0]) == PIM
+    stream = jnp.any(served & ~is_pim & (tiers.bandwidth * tiers.efficiency <= RATE_FLOOR))
+    pim_rate = jnp.minimum(chip.pim_bandwidth * tiers.efficiency[PIM], chip.pim_flops)
+    pim = served[PIM] & (pim_rate <= RATE_FLOOR)
+    # What the placement leaves off the PIM units runs on the host (at least that:
+    # a PIM overflow spills to DRAM, whose FLOPs run on the host too).
+    host = class_sum(traffic.flops * (1.0 - placement[:, PIM]))
+    compute = jnp.any((host > 0) & (class_flop_rates(workload, traffic, chip) <= RATE_FLOOR))
+    return stream | pim | compute
 
 
 _CACHE: dict[tuple, Sweep] = {}

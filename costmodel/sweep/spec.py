@@ -67,7 +67,18 @@ from .._core.chip import DEFAULT_OVERLAP, TIERS, Chip, Tiers, make_chip
 from .._core.placement import POLICIES
 from .._core.workload import PRECISIONS
 from ..evaluation import MAX_SYSTEM_CHIPS
-from ..io import KINDS, InputError, chip_info, chip_leaf_kinds, data_dir, formats, load_model, load_toml, tech_nodes
+from ..io import (
+    KINDS,
+    MAX_TOKENS,
+    InputError,
+    chip_info,
+    chip_leaf_kinds,
+    data_dir,
+    formats,
+    load_model,
+    load_toml,
+    tech_nodes,
+)
 from ..io.profiles import profile_info
 from .sampling import MAX_CONFIGS
 
@@ -85,6 +96,9 @@ _NUMBER_KINDS: dict[str, tuple[str, Callable[[float], bool]]] = {
     "batch": ("a number >= 1", lambda v: v >= 1),
 }
 """The data files' number kinds (`costmodel.io.KINDS`), and the batch's."""
+_TOKEN_COUNTS = ("batch", "context", "prefix")
+"""Parameters bounded by `costmodel.io.MAX_TOKENS`, as a scenario is (beyond it a large
+model's KV bytes overflow float32)."""
 _WHOLE = ("count", "wholenonneg")
 """Kinds that take lists only (a range would give fractional values)."""
 
@@ -364,6 +378,8 @@ def _check_number(value: Any, name: str, where: str) -> float:
     text, ok = _NUMBER_KINDS[kind]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not ok(value):
         raise InputError(f"{where}: field {name!r} = {value!r}: expected {text}")
+    if name in _TOKEN_COUNTS and value > MAX_TOKENS:  # the bound `evaluate` puts on a scenario
+        raise InputError(f"{where}: field {name!r} = {value!r}: expected {text} and <= {MAX_TOKENS:g}")
     return float(value)
 
 
