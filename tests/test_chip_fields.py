@@ -107,6 +107,10 @@ def _perturbed(leaf_name: str, value: float) -> float:
     return value * FACTOR
 
 
+OFF = 1e-5
+"""How close to its off value (0 or 1) a fitted knob may be and count as off."""
+
+
 def inert_reason(chip: cm.Chip, label: str) -> str | None:
     """Why a leaf entry may change no output on this chip, or None (it must be live)."""
     capacity = np.asarray(chip.tiers.capacity)
@@ -115,7 +119,8 @@ def inert_reason(chip: cm.Chip, label: str) -> str | None:
         if label.startswith("tiers.compute_feed") and tier == PIM:
             return "PIM-held FLOPs run in the PIM units, never on the compute die"
         feed = np.asarray(chip.tiers.compute_feed)
-        if label.startswith("tiers.compute_feed") and tier == SRAM and feed[DRAM] >= 1.0:
+        # A fit that ran a knob to its bound leaves it within OFF of its off value.
+        if label.startswith("tiers.compute_feed") and tier == SRAM and feed[DRAM] >= 1.0 - OFF:
             return "the on-chip feed is never below DRAM's (effective_feed), which is already 1"
         absent = capacity[tier] <= 0 and not label.startswith("tiers.capacity")
         # Bytes that overflow every tier still stream from DRAM, the last one.
@@ -135,10 +140,14 @@ def inert_reason(chip: cm.Chip, label: str) -> str | None:
         return "no bound on the bytes in flight (bytes_in_flight 0): a framework profile sets one"
     if label == "bytes_in_flight" and float(chip.parallel_units) <= 0:
         return "no parallel units (parallel_units 0): the chip file gives no SM count to bound DRAM streaming with"
-    if label.startswith("small_kernel_") and (
-        float(chip.small_kernel_bytes) <= 0 or float(chip.small_kernel_efficiency) >= 1
-    ):
-        return "the small-kernel step is off (small_kernel_bytes 0 or efficiency 1): only a calibrated chip has one"
+    if label == "half_rate_rows" and 0 < float(chip.half_rate_rows) < OFF:
+        return "Hockney's n1/2 fitted to its lower bound (below 1e-5 rows): matmuls at full rate from one row"
+    if label.startswith("small_kernel_") and float(chip.small_kernel_bytes) <= 0:
+        return "the small-kernel step is off (small_kernel_bytes 0): only a calibrated chip has one"
+    # At efficiency 1 the size and knee of the step change nothing; the efficiency
+    # itself, flipped to 0, switches the step on.
+    if label in ("small_kernel_bytes", "small_kernel_knee") and float(chip.small_kernel_efficiency) >= 1 - OFF:
+        return "the small-kernel step is off (small_kernel_efficiency 1): only a calibrated chip has one"
     return None
 
 

@@ -12,6 +12,7 @@ expected; at least one case per class runs the CLI in a subprocess, as a user do
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -369,3 +370,63 @@ def test_supported_plot_formats_are_written(tmp_path, capsys, suffix):
     code, _, err = run(["evaluate", "--plot", str(path), "--json"], capsys)
     assert code == 0, err
     assert path.stat().st_size > 0
+
+
+# --- 6. --batch and --context: whole numbers on the command line ------------------------
+
+
+def test_fractional_batch_subprocess():
+    code, out, err = run_subprocess(["evaluate", "--batch", "1.5"])
+    assert code == 2 and out == ""
+    one_error_line(err, "argument --batch", "'1.5'", "whole number >= 1")
+
+
+@pytest.mark.parametrize(
+    "args,needles",
+    [
+        (["evaluate", "--batch", "0"], ("--batch", "'0'", "whole number >= 1")),
+        (["explain", "--batch", "2.5"], ("--batch", "'2.5'", "whole number >= 1")),
+        (["optimize", "--batch", "0.5"], ("--batch", "'0.5'")),
+        (["evaluate", "--context", "-1"], ("--context", "'-1'", "whole number >= 0")),
+        (["evaluate", "--context", "0.5"], ("--context", "'0.5'", "whole number >= 0")),
+        (["evaluate", "--context", "inf"], ("--context", "'inf'")),
+        (["evaluate", "--prefix", "1.5"], ("--prefix", "'1.5'")),
+        (["evaluate", "--batch", "1e30"], ("batch = 1e+30", "<= 1e+12")),
+    ],
+)
+def test_batch_and_context_refused(capsys, args, needles):
+    code, _, err = run(args, capsys)
+    assert code == 2
+    one_error_line(err, *needles)
+
+
+def test_whole_batch_and_context_accepted(capsys):
+    code, out, err = run(["evaluate", "--batch", "1e3", "--context", "4096.0", "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["batch"] == 1000
+
+
+def test_context_zero_is_a_first_step(capsys):
+    # No KV history to read, but every weight is still read once per step.
+    results = {}
+    for context in ("0", "4096"):
+        code, out, err = run(["evaluate", "--model", "llama-3-8b", "--context", context, "--json"], capsys)
+        assert code == 0, err
+        results[context] = json.loads(out)
+    r0, r4k = results["0"], results["4096"]
+    for key in ("seconds_per_step", "joules_per_token", "tokens_per_second"):
+        assert math.isfinite(r0[key]) and r0[key] > 0, key
+    assert r0["history"]["kv_stored_bytes"] == 0
+    assert r0["breakdown"]["tiers"]["dram"]["bytes"] > 15e9  # llama-3-8b's 16 GB of bf16 weights
+    assert r0["seconds_per_step"] < r4k["seconds_per_step"]
+    code, out, err = run(["explain", "--context", "0", "--json"], capsys)
+    assert code == 0, err
+    by = json.loads(out)["elasticities_by_objective"]
+    assert all(math.isfinite(v) for o in by.values() for v in o.values())
+
+
+def test_python_api_takes_a_fractional_batch():
+    import costmodel as cm
+
+    t = [float(cm.evaluate("llama-3-8b", "h100-sxm", batch=b).cost.seconds_per_step) for b in (1, 1.5, 2)]
+    assert t[0] <= t[1] <= t[2] and math.isfinite(t[1])

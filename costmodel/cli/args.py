@@ -27,6 +27,27 @@ positive_int = whole_number(1)
 nonneg_int = whole_number(0)
 
 
+def token_count(lowest: int, what: str) -> Callable[[str], float]:
+    """An argparse type for a count of sequences or tokens: a whole number >= `lowest`,
+    written as an integer or in exponent form (`8`, `1e6`, `4096.0`), or a one-line error.
+
+    The command line counts whole sequences and tokens: `--batch 1.5` is refused. The
+    Python API (`costmodel.evaluate`, `Scenario`) still takes a fractional batch or
+    context, where a soft model or a mean over a distribution needs one.
+    """
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value.is_integer() and value >= lowest):
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {what}, a whole number >= {lowest}")
+        return value  # a float, as the scenario holds it (a whole one)
+
+    return parse
+
+
 def nonneg_number(text: str) -> float:
     """An argparse type: a finite number >= 0."""
     try:
@@ -102,9 +123,25 @@ def micro_batches_arg(text: str) -> float | str:
 def add_scenario_args(p: argparse.ArgumentParser) -> None:
     """`--batch`, `--context`, `--prefix`, `--weights`, `--kv` and `--profile`: one decode
     scenario and the access profile of its KV history."""
-    p.add_argument("--batch", type=positive_number, default=1, help="sequences per step (default 1)")
-    p.add_argument("--context", type=nonneg_number, default=4096, help="tokens in each KV cache (default 4096)")
-    p.add_argument("--prefix", type=nonneg_number, default=0, help="shared-prefix tokens, read once per step")
+    p.add_argument(
+        "--batch",
+        type=token_count(1, "sequences per step"),
+        default=1,
+        help="sequences per step, a whole number >= 1 (default 1; the Python API also takes a fractional batch)",
+    )
+    p.add_argument(
+        "--context",
+        type=token_count(0, "tokens in each KV cache"),
+        default=4096,
+        help="tokens in each KV cache, a whole number >= 0 (default 4096; 0 is a first step with no history: "
+        "the weights are still read)",
+    )
+    p.add_argument(
+        "--prefix",
+        type=token_count(0, "shared-prefix tokens"),
+        default=0,
+        help="shared-prefix tokens, read once per step, a whole number >= 0 and <= --context",
+    )
     p.add_argument("--weights", default="bf16", help="weight format (see `costmodel presets`)")
     p.add_argument("--kv", default="bf16", help="KV-cache format")
     p.add_argument(
