@@ -147,14 +147,15 @@ def matmul_points(p: Plan, device, kind: str, dtype: str) -> list[Point]:
     return out
 
 
-def _attention_row(label: str, batch: int, context: int, h: int, kvh: int, hd: int, layers: int) -> dict:
-    """The trace row of f32 decode attention over `layers` caches (one per layer)."""
-    kv = layers * 2.0 * batch * context * kvh * hd * 4
+def _attention_row(label: str, batch: int, context: int, h: int, kvh: int, hd: int, layers: int, dtype: str) -> dict:
+    """The trace row of decode attention in `dtype` over `layers` caches (one per layer)."""
+    size = jnp.dtype(_JNP_DTYPES[dtype]).itemsize
+    kv = layers * 2.0 * batch * context * kvh * hd * size
     row = {
         "kind": "attention_decode",
         "label": label,
-        "dtype": "f32",
-        "bytes": kv + layers * 2.0 * batch * h * hd * 4,
+        "dtype": dtype,
+        "bytes": kv + layers * 2.0 * batch * h * hd * size,
         "working_set": kv,
         "flops": layers * 4.0 * batch * h * hd * context,
         "batch": float(batch),
@@ -168,36 +169,40 @@ def _attention_row(label: str, batch: int, context: int, h: int, kvh: int, hd: i
     return row
 
 
-def _attention_operands(key, batch: int, context: int, h: int, kvh: int, hd: int, device):
+def _attention_operands(key, batch: int, context: int, h: int, kvh: int, hd: int, device, dtype: str = "f32"):
     """A query `[batch * kv_heads, group, head_dim]` and the K (transposed) and V caches
     of one layer, in the layout of `calibration.measure.transformer`."""
-    q = jax.random.normal(key, (batch * kvh, h // kvh, hd), jnp.float32)
-    kc = jax.random.normal(jax.random.fold_in(key, 2), (batch * kvh, hd, context), jnp.float32)
-    vc = jax.random.normal(jax.random.fold_in(key, 3), (batch * kvh, context, hd), jnp.float32)
+    dt = jnp.dtype(_JNP_DTYPES[dtype])
+    q = jax.random.normal(key, (batch * kvh, h // kvh, hd), dt)
+    kc = jax.random.normal(jax.random.fold_in(key, 2), (batch * kvh, hd, context), dt)
+    vc = jax.random.normal(jax.random.fold_in(key, 3), (batch * kvh, context, hd), dt)
     return tuple(jax.device_put(a, device) for a in (q, kc, vc))
 
 
-def _time_attention(batch, context, h, kvh, hd, device, reps: int, target_seconds: float) -> list[float]:
-    q, kc, vc = _attention_operands(_key(), batch, context, h, kvh, hd, device)
+def _time_attention(batch, context, h, kvh, hd, device, reps: int, target_seconds: float, dtype: str) -> list[float]:
+    q, kc, vc = _attention_operands(_key(), batch, context, h, kvh, hd, device, dtype)
     return time_iterations(kernels.attention, (q, kc, vc), reps, target_seconds)[0]
 
 
 def attention_points(p: Plan, device) -> list[Point]:
-    """f32 decode attention over one hot cache (`p.attention`)."""
+    """Decode attention in `p.attention_dtype` over one hot cache (`p.attention`)."""
     out = []
+    dtype = p.attention_dtype
     for batch, context, h, kvh in p.attention:
-        label = f"attention b{batch} t{context} h{h}/{kvh}"
-        row = _attention_row(label, batch, context, h, kvh, p.head_dim, 1)
+        label = f"attention b{batch} t{context} h{h}/{kvh}" + ("" if dtype == "f32" else f" {dtype}")
+        row = _attention_row(label, batch, context, h, kvh, p.head_dim, 1, dtype)
         timer = ft.partial(
-            _time_attention, batch, context, h, kvh, p.head_dim, device, reps_per_pass(p), p.target_seconds
+            _time_attention, batch, context, h, kvh, p.head_dim, device, reps_per_pass(p), p.target_seconds, dtype
         )
         out.append(Point(label, row, timer))
     return out
 
 
-def _time_attention_chain(batch, context, h, kvh, hd, layers, device, reps: int, target_seconds: float) -> list[float]:
+def _time_attention_chain(
+    batch, context, h, kvh, hd, layers, device, reps: int, target_seconds: float, dtype: str
+) -> list[float]:
     operands = [
-        _attention_operands(jax.random.fold_in(_key(), 10 + i), batch, context, h, kvh, hd, device)
+        _attention_operands(jax.random.fold_in(_key(), 10 + i), batch, context, h, kvh, hd, device, dtype)
         for i in range(layers)
     ]
     qs, kcs, vcs = (list(x) for x in zip(*operands))
@@ -205,11 +210,13 @@ def _time_attention_chain(batch, context, h, kvh, hd, layers, device, reps: int,
 
 
 def attention_chain_points(p: Plan, device) -> list[Point]:
-    """f32 decode attention over `layers` distinct caches per call, each read once (`p.attention_chains`)."""
+    """Decode attention in `p.attention_dtype` over `layers` distinct caches per call,
+    each read once (`p.attention_chains`)."""
     out = []
+    dtype = p.attention_dtype
     for batch, context, h, kvh, layers in p.attention_chains:
-        label = f"attention chain {layers}x b{batch} t{context} h{h}/{kvh}"
-        row = _attention_row(label, batch, context, h, kvh, p.head_dim, layers)
+        label = f"attention chain {layers}x b{batch} t{context} h{h}/{kvh}" + ("" if dtype == "f32" else f" {dtype}")
+        row = _attention_row(label, batch, context, h, kvh, p.head_dim, layers, dtype)
         timer = ft.partial(
             _time_attention_chain,
             batch,
@@ -221,29 +228,35 @@ def attention_chain_points(p: Plan, device) -> list[Point]:
             device,
             reps_per_pass(p),
             p.target_seconds,
+            dtype,
         )
         out.append(Point(label, row, timer))
     return out
 
 
-def _time_decode_step(cfg: Config, batch: int, context: int, device, reps: int, target_seconds: float) -> list[float]:
+def _time_decode_step(
+    cfg: Config, batch: int, context: int, device, reps: int, target_seconds: float, dtype: str = "f32"
+) -> list[float]:
     from . import transformer  # flax: imported only when a decode step is measured
 
     with jax.default_device(device):
-        model, params, tokens, kc, vc = transformer.init(cfg, batch, context)
+        model, params, tokens, kc, vc = transformer.init(cfg, batch, context, jnp.dtype(_JNP_DTYPES[dtype]))
         run = transformer.decode_loop(model)
         return time_iterations(run, (params, tokens, kc, vc), reps, target_seconds, carry=3, min_n=2)[0]
 
 
 def decode_step_points(p: Plan, device) -> list[Point]:
-    """Greedy f32 decode steps of the flax decoders `p.decode_models` at each
-    (batch, context) of `p.decode_points`, the KV cache full."""
+    """Greedy decode steps in `p.decode_dtype` (weights and KV cache) of the flax
+    decoders `p.decode_models` at each (batch, context) of `p.decode_points`, the KV
+    cache full."""
     out = []
+    dtype = p.decode_dtype
+    size = jnp.dtype(_JNP_DTYPES[dtype]).itemsize
     for cfg in p.decode_models:
         for batch, context in p.decode_points:
             row = {
                 "kind": "decode_step",
-                "label": f"{cfg.name} ({cfg.n_params * 4 / MB:.0f} MiB f32) b{batch} t{context}",
+                "label": f"{cfg.name} ({cfg.n_params * size / MB:.0f} MiB {dtype}) b{batch} t{context}",
                 "n_layers": float(cfg.n_layers),
                 "d_model": float(cfg.d_model),
                 "n_heads": float(cfg.n_heads),
@@ -255,10 +268,12 @@ def decode_step_points(p: Plan, device) -> list[Point]:
                 "tied_embeddings": 0.0,
                 "batch": float(batch),
                 "context": float(context),
-                "weights": "f32",
-                "kv": "f32",
+                "weights": dtype,
+                "kv": dtype,
             }
-            timer = ft.partial(_time_decode_step, cfg, batch, context, device, reps_per_pass(p), p.target_seconds)
+            timer = ft.partial(
+                _time_decode_step, cfg, batch, context, device, reps_per_pass(p), p.target_seconds, dtype
+            )
             out.append(Point(f"decode {cfg.name} b{batch} t{context}", row, timer))
     return out
 

@@ -48,6 +48,11 @@ class Plan:
     passes: int = 1
     # (batch, context, n_heads, n_kv_heads, layers): attention over distinct caches
     attention_chains: tuple[tuple[int, int, int, int, int], ...] = ()
+    # The format of the decode-attention operands and of the decoders' weights and KV
+    # caches ("f32" on a CPU, whose bf16 dots are not roofline kernels; "bf16" on a GPU,
+    # as decode is served there).
+    attention_dtype: str = "f32"
+    decode_dtype: str = "f32"
 
 
 def _geometric(lo: int, hi: int, per_octave: int) -> tuple[int, ...]:
@@ -67,6 +72,104 @@ def decode_models(quick: bool) -> tuple[Config, ...]:
         Config("xl", 8, 1536, 24, 4, 64, 4096, 8192),  # 983 MB
     ]
     return tuple(models[:3] if quick else models)
+
+
+PLANS = ("full", "quick", "gpu")
+"""The plans `costmodel bench --plan` names: `full` and `quick` are sized for a CPU's
+caches, `gpu` for a data-centre GPU's (`gpu_plan`)."""
+
+
+def gpu_models() -> tuple[Config, ...]:
+    """bf16 decoders from launch-bound to HBM-bound on a data-centre GPU: a small one,
+    and two with the published dimensions of Llama 3.2 1B and Llama 3 8B (untied
+    head, as `costmodel.Model` counts it with `tied_embeddings=0`).
+
+    References:
+        Llama 3.2 1B and Llama 3 8B `config.json` (huggingface.co/meta-llama): layers,
+        hidden size, heads, KV heads, head dim, intermediate size, vocabulary.
+    """
+    return (
+        Config("small", 8, 1024, 16, 4, 64, 2816, 8192),  # 214 MB bf16
+        Config("llama-3.2-1b", 16, 2048, 32, 8, 64, 8192, 128256),  # 3.0 GB bf16 (untied)
+        Config("llama-3-8b", 32, 4096, 32, 8, 128, 14336, 128256),  # 16 GB bf16
+    )
+
+
+def gpu_plan() -> Plan:
+    """A plan for a data-centre GPU (sized on an H200: 60 MB of L2, 141 GB of HBM):
+    streams from 64 KiB to 8 GiB, GEMV/GEMM over the layer shapes of Llama-class models,
+    GEMV chains and attention chains far beyond the L2, bf16 decode attention with
+    head_dim 128, and bf16 decode steps of the decoders of `gpu_models` at batch 1-64
+    and context 1k-32k. One pass: a GPU held for a session is not shared, and each
+    decode point compiles a decoder of up to 32 layers."""
+    return Plan(
+        stream_sizes=_geometric(64 * KB, 8 * GB, 2),
+        gemv_shapes=(
+            (1024, 1024),
+            (4096, 4096),
+            (4096, 14336),
+            (14336, 4096),
+            (8192, 8192),
+            (8192, 28672),
+            (16384, 16384),
+        ),
+        gemm_shapes=(
+            (4, 4096, 14336),
+            (16, 4096, 14336),
+            (64, 4096, 14336),
+            (256, 4096, 14336),
+            (1024, 4096, 14336),
+            (8, 8192, 8192),
+            (128, 8192, 8192),
+            (2048, 8192, 8192),
+            (4096, 4096, 4096),
+        ),
+        # Distinct matrices, each read once per pass: 16 MB (inside the L2) to 1 GB.
+        chains=(
+            (512, 512, 16),
+            (1024, 1024, 8),
+            (1024, 1024, 64),
+            (256, 1024, 64),
+            (2048, 2048, 32),
+            (4096, 4096, 16),
+            (4096, 14336, 4),
+            (14336, 4096, 4),
+        ),
+        dtypes=("f32", "bf16"),
+        attention=(
+            (1, 1024, 32, 8),
+            (1, 8192, 32, 8),
+            (1, 32768, 32, 8),
+            (8, 4096, 32, 8),
+            (16, 8192, 32, 8),
+            (32, 2048, 32, 8),
+            (64, 4096, 32, 8),
+            (64, 8192, 64, 8),
+            (4, 16384, 32, 32),
+        ),
+        attention_chains=(
+            (1, 4096, 32, 8, 32),
+            (16, 2048, 32, 8, 32),
+            (4, 8192, 32, 8, 16),
+        ),
+        head_dim=128,
+        decode_models=gpu_models(),
+        decode_points=((1, 1024), (1, 16384), (16, 4096), (64, 2048)),
+        reps=7,
+        target_seconds=0.02,
+        passes=1,
+        attention_dtype="bf16",
+        decode_dtype="bf16",
+    )
+
+
+def named_plan(name: str) -> Plan:
+    """The plan `costmodel bench --plan NAME` measures (one of `PLANS`)."""
+    if name == "gpu":
+        return gpu_plan()
+    if name not in PLANS:
+        raise ValueError(f"unknown plan {name!r}: expected one of {list(PLANS)}")
+    return plan(quick=name == "quick")
 
 
 def plan(quick: bool = False) -> Plan:

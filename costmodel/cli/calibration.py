@@ -17,7 +17,14 @@ from ..io.files import check_output_folder, check_output_path
 def add_commands(sub) -> None:
     p = sub.add_parser("bench", help="measure a trace (microbenchmarks + flax decode steps) with JAX")
     p.add_argument("--out", required=True, help="trace file to write (.csv or .parquet)")
-    p.add_argument("--quick", action="store_true", help="the short plan (< 2 min on a 2-core CPU)")
+    p.add_argument("--quick", action="store_true", help="the short plan (< 2 min on a 2-core CPU); as --plan quick")
+    p.add_argument(
+        "--plan",
+        choices=["full", "quick", "gpu"],
+        default=None,
+        help="what to measure: full (default; sized for a CPU's caches), quick, or gpu (sized for a data-centre "
+        "GPU: streams to 8 GiB, Llama-shaped GEMV/GEMM, bf16 attention and bf16 Llama 3.2 1B / Llama 3 8B decode steps)",
+    )
     p.add_argument(
         "--device", default=None, help="JAX device: 'cpu', 'gpu', or PLATFORM:INDEX (default jax.devices()[0])"
     )
@@ -93,7 +100,12 @@ def cmd_bench(args) -> int:
             raise InputError(f"--device {args.device!r}: expected an index below {len(devices)}") from None
     from calibration import run_bench, save_trace
 
-    rows = run_bench(quick=args.quick, device=device, progress=not args.no_progress, kinds=kinds)
+    if args.quick and args.plan not in (None, "quick"):
+        raise InputError(f"--quick with --plan {args.plan}: give one of them")
+    from calibration.measure.plans import named_plan
+
+    the_plan = named_plan(args.plan or ("quick" if args.quick else "full"))
+    rows = run_bench(device=device, progress=not args.no_progress, kinds=kinds, the_plan=the_plan)
     if args.threads is not None and device.platform == "cpu":
         for r in rows:
             r["device"] += f", XLA:CPU {args.threads} thread{'s' if args.threads > 1 else ''}"
