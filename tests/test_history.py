@@ -62,16 +62,27 @@ def test_dense_profile_reproduces_the_model_before_buckets(x64):
     g = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(g)
 
-    rounded = []
+    from costmodel.evaluation import _size_auto, _sizing_args, layout_problem
+
+    rounded, relaid = [], []
     for key, want in golden.items():
         chip, model, k, policy = key.split("|")
         if chip in PIM_PHYSICS_CHANGED:
             continue
         try:
-            cost = cm.evaluate(model, chip, placement=None if policy == "None" else policy, **g.SCENARIOS[int(k)]).cost
+            e = cm.evaluate(model, chip, placement=None if policy == "None" else policy, **g.SCENARIOS[int(k)])
+            cost = e.cost
         except cm.InputError as e:
             assert isinstance(want, str), key
             assert str(e) == want, key
+            continue
+        # Issue 18 raised the automatic size to the next chip count whose tensor-parallel
+        # width divides the heads (3 A100-40GB for llama-3-8b at batch 16, 32k: now 4).
+        # The golden cost of a layout now refused is not comparable: count such keys.
+        tp, pp, _ = _size_auto(*_sizing_args(e.info, e.workload))
+        if (int(tp), int(pp)) != (e.tensor_parallel, e.pipeline_parallel):
+            assert layout_problem(e.workload.model, int(tp), int(pp)) is not None, key
+            relaid.append(key)
             continue
         got = {f: np.asarray(getattr(cost, f), dtype=float) for f in g.FIELDS}
         exact = all(np.allclose(got[f], want[f], rtol=1e-6, atol=1e-3) for f in g.FIELDS)
@@ -86,6 +97,7 @@ def test_dense_profile_reproduces_the_model_before_buckets(x64):
         np.testing.assert_allclose(got["seconds_per_step"], want["seconds_per_step"], rtol=1e-4, err_msg=key)
         rounded.append(key)
     assert len(rounded) <= 0.01 * len(golden), rounded
+    assert len(relaid) <= 0.15 * len(golden), relaid  # 66 of 600 since issue 18
 
 
 def test_dense_profile_buckets_sum_to_the_classes():

@@ -21,7 +21,15 @@ POWER_CAP_PLACEHOLDER = 1e6
 """W: the chip file's power cap, a placeholder no device reaches (the trace measures no power)."""
 
 
-def chip_toml(fit: Fit, result: dict, command: str, traces: list[str], device: str, dram_gb: float) -> str:
+def chip_toml(
+    fit: Fit,
+    result: dict,
+    command: str,
+    traces: list[str],
+    device: str,
+    dram_gb: float,
+    memory_source: str = "the machine's memory (/proc/meminfo)",
+) -> str:
     """The fitted chip as the text of a chip file.
 
     Args:
@@ -30,7 +38,8 @@ def chip_toml(fit: Fit, result: dict, command: str, traces: list[str], device: s
         command: the command line that fitted it (for the file's provenance).
         traces: the trace files fitted.
         device: the device measured (the chip's name).
-        dram_gb: the machine's memory, GB: the DRAM tier's capacity.
+        dram_gb: the device's memory, GB: the DRAM tier's capacity.
+        memory_source: where `dram_gb` comes from, for the chip file's note.
 
     Returns:
         TOML text: comment lines, then the chip table with its `[sources]` notes.
@@ -77,7 +86,7 @@ def chip_toml(fit: Fit, result: dict, command: str, traces: list[str], device: s
         "inner_cache": f"the fit also has an inner cache level of {v['inner_capacity'] / 1e6:.3g} MB ({unc('inner_cache_capacity')}) streaming {1 + v['inner_speedup_m1']:.3g}x ({unc('inner_cache_speedup')}) faster than [sram], with no latency; a Chip has one on-chip tier, so this file carries the outer level",
         "latency_ns": f"per layer: the fitted latency per kernel x {KERNELS_PER_LAYER:g} kernels per layer (calibration/fit/knobs.py KERNELS_PER_LAYER)",
         "sram": f"on-chip tier = last-level cache; capacity (knee) {unc('sram_capacity')}, bandwidth {unc('sram_bandwidth')}, latency {unc('sram_latency')}: fitted; energy not measured (placeholder 0)",
-        "dram": f"bandwidth {unc('dram_bandwidth')}, latency {unc('dram_latency')}, compute feed {unc('dram_compute_feed')}: fitted; capacity = the machine's memory (/proc/meminfo); energy not measured (placeholder 0)",
+        "dram": f"bandwidth {unc('dram_bandwidth')}, latency {unc('dram_latency')}, compute feed {unc('dram_compute_feed')}: fitted; capacity = {memory_source}; energy not measured (placeholder 0)",
     }
     table = chip_table(
         chip, name=f"{device} (calibrated)", source=fitted, placement="sram", max_chips=1, sources=sources

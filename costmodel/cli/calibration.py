@@ -6,6 +6,7 @@ Each imports what it needs from the `calibration` top level inside the command, 
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 import sys
@@ -45,6 +46,13 @@ def add_commands(sub) -> None:
     p.add_argument("--plots", default=None, help="folder for residual PNGs (default: next to --out)")
     p.add_argument("--steps", type=int, default=1500, help="Adam steps (then 200 L-BFGS steps)")
     p.add_argument("--dtypes", default=None, help="fit only rows of these comma-separated formats (e.g. f32)")
+    p.add_argument(
+        "--memory-gb",
+        type=float,
+        default=None,
+        help="the device's memory in GB, the chip file's DRAM capacity (default for a CPU trace: this machine's "
+        "memory; required for any other device, e.g. 143.8 for an H200)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_calibrate)
 
@@ -130,6 +138,18 @@ def cmd_calibrate(args) -> int:
         if k not in KINDS:
             raise InputError(f"--holdout {k!r}: expected one of {list(KINDS)}")
     rows = load_traces(args.traces)
+    device = rows[0]["device"].split(",")[0] or "device"
+    if args.memory_gb is not None:
+        if not (math.isfinite(args.memory_gb) and args.memory_gb > 0):
+            raise InputError(f"--memory-gb {args.memory_gb}: expected the device's memory in GB, a number > 0")
+        memory_gb, memory_source = args.memory_gb, f"{args.memory_gb:g} GB (--memory-gb)"
+    elif device.startswith("cpu"):
+        memory_gb, memory_source = _memory_gb(), "the machine's memory (/proc/meminfo)"
+    else:
+        raise InputError(
+            f"{args.traces[0]}: device {device!r} is not this machine's CPU: give its memory with --memory-gb "
+            "(the chip file's DRAM capacity)"
+        )
     dtypes = None
     if args.dtypes:
         from ..io import formats
@@ -142,9 +162,9 @@ def cmd_calibrate(args) -> int:
     out = Path(args.out)
     command = "costmodel calibrate " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if len(sys.argv) > 2 else ""
     command = command or f"costmodel calibrate {' '.join(args.traces)} --out {args.out}"
-    device = rows[0]["device"].split(",")[0] or "device"
     out.parent.mkdir(parents=True, exist_ok=True)
-    text = chip_toml(fit, result, command, [Path(t).as_posix() for t in args.traces], device, _memory_gb())
+    traces = [Path(t).as_posix() for t in args.traces]
+    text = chip_toml(fit, result, command, traces, device, memory_gb, memory_source)
     atomic_write(out, text)
     plots = Path(args.plots) if args.plots else out.with_suffix("")
     result["plots"] = [str(p) for p in residual_plots(predictions, plots, f"{device}: {result['status']}")]
