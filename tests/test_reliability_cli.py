@@ -259,6 +259,7 @@ COMMANDS: dict[str, tuple[list[str], list, dict[str, str]]] = {
             _opt("--out", st.one_of(_outs(".toml"), _outs(".json"))),
             _opt("--steps", INTS),
             _opt("--dtypes", st.sampled_from(["f32", "bf16,f32", "float32", ","])),
+            _opt("--memory-gb", st.one_of(NUMBERS, GOOD_NUMBERS)),
             _flag("--json"),
         ],
         {"calibration:calibrate": "the fit"},
@@ -268,6 +269,7 @@ COMMANDS: dict[str, tuple[list[str], list, dict[str, str]]] = {
         [
             _opt("--out", st.one_of(_outs(".csv"), _outs(".parquet"), _outs(".txt"))),
             _flag("--quick"),
+            _opt("--plan", st.sampled_from(["full", "quick", "gpu", "tpu", ""])),
             _opt("--device", st.sampled_from(["cpu", "cpu:0", "cpu:9", "gpu", "tpu:x", ""])),
             _opt("--threads", INTS),
             _opt("--kinds", st.sampled_from(["stream", "stream,gemv", "streams", ",", ""])),
@@ -276,6 +278,28 @@ COMMANDS: dict[str, tuple[list[str], list, dict[str, str]]] = {
         {"calibration:run_bench": "the measurements"},
     ),
     "run": ([], [_opt("--out", _outs(""))], {"costmodel.report.main_job:run_main_job": "the main job"}),
+    "serve": (
+        [],
+        [
+            _opt("--model", MODELS),
+            _opt("--chip", CHIPS),
+            _opt("--chips", INTS),
+            _opt("--tpot-ms", st.one_of(NUMBERS, GOOD_NUMBERS)),
+            _opt("--ttft-ms", st.one_of(NUMBERS, GOOD_NUMBERS)),
+            _opt("--prompt-tokens", st.one_of(NUMBERS, GOOD_NUMBERS)),
+            _opt("--output-tokens", st.one_of(NUMBERS, GOOD_NUMBERS)),
+            _opt("--chunk-tokens", st.one_of(NUMBERS, GOOD_NUMBERS)),
+            _opt("--prefill-chips", INTS),
+            _opt("--context", st.one_of(NUMBERS, GOOD_NUMBERS)),
+            _opt("--weights", FORMATS),
+            _opt("--kv", FORMATS),
+            _opt("--profile", st.sampled_from(["dense", "topk", "top-k", ""])),
+            _opt("--framework", st.sampled_from(["vllm", "VLLM", ""])),
+            _opt("--plot", _outs(".png")),
+            _flag("--json"),
+        ],
+        {"costmodel.serving:serve": "the vmapped batch grid"},
+    ),
 }
 
 
