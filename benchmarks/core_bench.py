@@ -37,6 +37,8 @@ def configs(n: int, seed: int = 0):
         kv_precision=np.ones(n, np.int32),
         activation_bytes=np.full(n, 2.0, np.float32),
     )
+    # Fields the constructor leaves scalar (micro-batches) get the batch axis too.
+    scen = jax.tree.map(lambda x: jnp.broadcast_to(x, (n,)) if jnp.ndim(x) == 0 else x, scen)
     models = jax.tree.map(lambda x: jnp.broadcast_to(x, (n,) + x.shape), model)
     chips = jax.tree.map(lambda x: jnp.broadcast_to(x, (n,) + x.shape), chip)
     scale = jnp.asarray(rng.uniform(0.5, 2.0, (n, 3)), jnp.float32)

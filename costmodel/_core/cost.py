@@ -16,7 +16,7 @@ from . import channels as ch
 from .chip import DRAM, PIM, SRAM, Chip
 from .numerics import safe_div
 from .placement import spill
-from .traffic import CLASS_IS_KV, class_sum, lower_traffic
+from .traffic import CLASS_IS_KV, N_CLASSES, class_sum, lower_traffic
 from .types import BoolScalar, IntScalar, PerTier, PlacementMatrix, Scalar
 from .workload import Workload
 
@@ -79,7 +79,8 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
         chip: the chip (and its tensor/pipeline-parallel system).
         placement: `[rows, tiers]` fractions of each row of `ROWS` (a weight class
             or a heat bucket of the KV history) per tier (rows on the simplex), soft
-            or hard.
+            or hard; or `[len(CLASSES), tiers]`, one row per class (the class layout
+            of `lower_traffic(..., buckets=False)`).
 
     Returns:
         A `Cost`. A placement that overflows SRAM or PIM spills to DRAM; one that
@@ -100,7 +101,9 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
         >>> cm.BOUNDS[int(cost.bound)]
         'memory'
     """
-    traffic = lower_traffic(workload)  # every sequence of the batch: what is stored
+    # The placement's rows say the layout: heat buckets (`ROWS`) or one row per class.
+    buckets = placement.shape[-2] != N_CLASSES
+    traffic = lower_traffic(workload, buckets)  # every sequence of the batch: what is stored
     s = workload.scenario
     tiers = chip.tiers
     n = chip.n_chips
@@ -110,7 +113,7 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     # the weights and its own sequences' KV, and does their FLOPs.
     groups = jnp.maximum(s.micro_batches, 1.0)
     group = eqx.tree_at(lambda w: w.scenario.batch, workload, s.batch / groups)
-    passing = lower_traffic(group)
+    passing = lower_traffic(group, buckets)
 
     # Per tier and class: the bytes moved and the FLOPs done in one pass (each class's
     # buckets summed), so the per-class kernel efficiencies and FLOP rates apply once.

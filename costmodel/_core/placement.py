@@ -17,7 +17,7 @@ from jaxtyping import Array, Float
 
 from .channels import class_stream_efficiency
 from .chip import DRAM, PIM, SRAM, TIERS, Chip
-from .traffic import IS_KV, Traffic, class_rows, class_sum
+from .traffic import Traffic, class_rows, class_sum, row_is_kv
 from .types import PerRow, PlacementMatrix, RealScalarLike
 
 
@@ -90,7 +90,7 @@ def _value(traffic: Traffic, chip: Chip) -> PerRow:
     efficiency)."""
     stored = traffic.stored_bytes
     ok = stored > 0
-    moved = (traffic.read_bytes + traffic.writes) / class_rows(class_stream_efficiency(traffic, chip))
+    moved = (traffic.read_bytes + traffic.writes) / class_rows(class_stream_efficiency(traffic, chip), stored.shape[-1])
     return jnp.where(ok, moved / jnp.where(ok, stored, 1.0), 0.0)
 
 
@@ -106,7 +106,7 @@ def _repair(blocks, traffic: Traffic, chip: Chip, kv_to_pim: bool = False, whole
     """Evicts SRAM overflow to DRAM (KV to PIM instead with `kv_to_pim`, when the
     chip has PIM), then PIM overflow to DRAM."""
     value = _value(traffic, chip)
-    is_kv = jnp.asarray(IS_KV)
+    is_kv = jnp.asarray(row_is_kv(blocks.shape[0]))
     has_pim = chip.tiers.capacity[PIM] > 0
     sram_dest = jnp.where(is_kv & has_pim & kv_to_pim, PIM, DRAM)
     blocks = _evict(blocks, SRAM, sram_dest, traffic, chip, value, whole)
@@ -158,10 +158,10 @@ def policy_placement(policy: str, traffic: Traffic, chip: Chip, whole_blocks: bo
     if policy not in POLICIES:
         raise ValueError(f"unknown placement policy {policy!r}; expected one of {POLICIES}")
     count = jnp.ceil(traffic.count)
-    is_kv = jnp.asarray(IS_KV)
+    is_kv = jnp.asarray(row_is_kv(count.shape[-1]))
     if policy == "dram":
         # Nothing in SRAM or PIM, so nothing to repair (and no sort to pay for).
-        return jnp.broadcast_to(jax.nn.one_hot(DRAM, len(TIERS), dtype=count.dtype), (len(IS_KV), len(TIERS)))
+        return jnp.broadcast_to(jax.nn.one_hot(DRAM, len(TIERS), dtype=count.dtype), (count.shape[-1], len(TIERS)))
     if policy == "pim_kv":
         start = jnp.where(is_kv, PIM, DRAM)
     elif policy == "pim":

@@ -60,6 +60,19 @@ KV_PAGE_TOKENS = 256
 CLASS_IS_KV = tuple(name.startswith("kv.") for name in CLASSES)
 """Which classes are KV cache."""
 
+N_CLASSES = len(CLASSES)
+"""Rows of the *class layout*: one row per class, the heat buckets of each history class
+summed (`lower_traffic(..., buckets=False)`). Exact wherever the buckets of a class
+share their tiers: a placement that keeps every class whole (`dram`), or a profile that
+reads every bucket alike (dense), up to whole-block rounding. A per-row array says
+which layout it is in by its length (`N_ROWS` or `N_CLASSES`, never equal)."""
+
+
+def row_is_kv(n_rows: int) -> tuple[bool, ...]:
+    """`IS_KV` of the layout with `n_rows` rows (`N_ROWS`, or `N_CLASSES`: `CLASS_IS_KV`)."""
+    return CLASS_IS_KV if n_rows == N_CLASSES else IS_KV
+
+
 _H0, _H1 = N_WEIGHT_CLASSES, N_WEIGHT_CLASSES + len(HISTORY_CLASSES) * N_BUCKETS  # history rows
 
 
@@ -71,6 +84,8 @@ def class_sum(per_row, axis: int = -1):
     """Sums a per-row array over the rows of each of `CLASSES` (along `axis`, of length
     `N_ROWS`): the weight rows as they are, each history class's buckets summed."""
     x = jnp.asarray(per_row)
+    if x.shape[axis] == N_CLASSES:  # the class layout: one row per class already
+        return x
     if axis in (0, -x.ndim) and x.ndim == 2:  # [rows, k]: slices and one reduction
         history = jnp.sum(jnp.reshape(x[_H0:_H1], (len(HISTORY_CLASSES), N_BUCKETS, x.shape[1])), axis=1)
         return jnp.concatenate([x[:_H0], history, x[_H1:]], axis=0)
@@ -79,8 +94,11 @@ def class_sum(per_row, axis: int = -1):
     return jnp.moveaxis(jnp.concatenate([x[..., :_H0], history, x[..., _H1:]], axis=-1), -1, axis)
 
 
-def class_rows(per_class):
-    """A per-class array (last axis `CLASSES`) repeated over each class's rows."""
+def class_rows(per_class, n_rows: int = N_ROWS):
+    """A per-class array (last axis `CLASSES`) repeated over each class's rows (of the
+    layout with `n_rows` rows: in the class layout, as it is)."""
+    if n_rows == N_CLASSES:
+        return jnp.asarray(per_class)
     return jnp.asarray(per_class)[..., np.asarray(ROW_CLASS)]
 
 
@@ -176,6 +194,23 @@ def _regions(lo, hi, context, profile: AccessProfile):
     return sink, near, total - near - sink
 
 
+def _class_regions(lo, hi, context, profile: AccessProfile):
+    """`_regions` summed over the buckets of each class: three `[classes, 1]` arrays.
+
+    The buckets partition the ages `[0, context)`: the sinks `[oldest, context)` and the
+    age buckets below, so their sums are the overlaps of `[lo, hi)` with the sinks, with
+    the recent tokens below the sinks, and with the whole history. Exact for every
+    profile, and `N_BUCKETS` times fewer numbers.
+    """
+    sinks = jnp.minimum(profile.sink_tokens, context)
+    oldest = context - sinks
+    recent = jnp.minimum(profile.recent_tokens + profile.recent_fraction * context, oldest)
+    total = jnp.maximum(jnp.minimum(context, hi) - jnp.maximum(0.0, lo), 0.0)
+    sink = jnp.maximum(jnp.minimum(context, hi) - jnp.maximum(oldest, lo), 0.0)
+    near = jnp.maximum(jnp.minimum(oldest, jnp.minimum(hi, recent)) - jnp.maximum(0.0, lo), 0.0)
+    return sink, near, total - near - sink
+
+
 def _selected(rest_tokens, history, profile: AccessProfile):
     """(kept, selected) for one layer group whose history has `rest_tokens` tokens
     beyond sinks and recent ones: the fraction of them stored (`kept_fraction` of the
@@ -199,17 +234,18 @@ def _union(p, n):
     return jnp.where(some, 1.0 - jnp.where(some, 1.0 - p, 0.5) ** n, 1.0)
 
 
-def _history(model, profile: AccessProfile, batch, context, prefix):
+def _history(model, profile: AccessProfile, batch, context, prefix, buckets: bool = True):
     """Per history class and bucket, tokens of one sequence of a group of `batch`
     sequences at `context` (the prefix: of the group) stored, read per step, and read
-    by the sequence itself: three `[len(HISTORY_CLASSES), N_BUCKETS]` arrays."""
+    by the sequence itself: three `[len(HISTORY_CLASSES), N_BUCKETS]` arrays (`[...,
+    1]`, the buckets summed, without `buckets`)."""
     c = context
     private = jnp.maximum(c - prefix, 0.0)
     window = jnp.minimum(model.window, c)
     zero = jnp.zeros_like(c)
     lo = jnp.stack([zero, private, zero])[:, None]
     hi = jnp.stack([private, c, window])[:, None]
-    sink, near, rest = _regions(lo, hi, c, profile)
+    sink, near, rest = (_regions if buckets else _class_regions)(lo, hi, c, profile)
     rest_global = jnp.sum(rest[0]) + jnp.sum(rest[1])
     kept_g, sel_g = _selected(rest_global, c, profile)
     kept_w, sel_w = _selected(jnp.sum(rest[2]), window, profile)
@@ -270,14 +306,18 @@ def step_groups(workload: Workload) -> Groups:
     return Groups(sequences, context, queries, active)
 
 
-def lower_traffic(workload: Workload) -> Traffic:
+def lower_traffic(workload: Workload, buckets: bool = True) -> Traffic:
     """Lowers a workload to per-row decode traffic.
 
     Args:
         workload: the model, its decode scenario and its KV access profile.
+        buckets: split each history class into its heat buckets (`ROWS`); False: one
+            row per class (`CLASSES`, the class layout: the same bytes, reads and
+            FLOPs per class, for a placement that keeps each class's buckets together).
 
     Returns:
-        The `Traffic` of one decode step, with one entry per row in `ROWS`.
+        The `Traffic` of one decode step, with one entry per row in `ROWS` (or in
+        `CLASSES`).
 
     Examples:
         >>> import costmodel as cm
@@ -300,7 +340,7 @@ def lower_traffic(workload: Workload) -> Traffic:
     # Per group of sequences alike (one, unless the contexts are mixed or prompts are
     # prefilled in the step), per history class and bucket, tokens of one sequence.
     g = step_groups(workload)
-    stored, read, read_one = jax.vmap(lambda b, c: _history(m, prof, b, c, s.prefix))(g.sequences, g.context)
+    stored, read, read_one = jax.vmap(lambda b, c: _history(m, prof, b, c, s.prefix, buckets))(g.sequences, g.context)
     tokens = jnp.sum(g.sequences * g.queries)  # query tokens through the weights per step
     coverage = expert_coverage(m.n_experts, m.top_k, tokens)
     each = lambda x: x[:, None, None]  # a per-group scalar against [groups, 3, N_BUCKETS]
@@ -325,7 +365,7 @@ def lower_traffic(workload: Workload) -> Traffic:
     # none). The prefix is never written.
     new_kv = each(g.sequences * g.queries) * kv_el * kb
     total = jnp.sum(stored, axis=-1, keepdims=True)
-    newest = jnp.asarray(np.eye(N_BUCKETS, dtype=np.float32)[NEWEST], stored.dtype)
+    newest = jnp.asarray(np.eye(N_BUCKETS, dtype=np.float32)[NEWEST] if buckets else [1.0], stored.dtype)
     share = jnp.where(total > 0, stored / jnp.where(total > 0, total, 1.0), newest)
     written = jnp.stack([m.n_global_layers, 0.0 * m.n_global_layers, m.n_sliding_layers])[:, None]
     kv_writes = written * jnp.sum(new_kv * share, axis=0)
