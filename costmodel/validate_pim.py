@@ -22,7 +22,7 @@ from typing import Any
 
 from .evaluation import evaluate
 from .io import InputError
-from .io.files import data_dir, load_toml, only_section
+from .io.files import data_dir, row_tables
 from .io.schema import check_table
 
 
@@ -142,9 +142,7 @@ def load_pim_rows(path: Path | str | None = None) -> list[PimRow]:
         InputError: one line naming the file, the row, the field and the value.
     """
     path = Path(path) if path is not None else pim_table_path()
-    rows = only_section(load_toml(path), "rows", path)
-    if not isinstance(rows, list) or not rows:
-        raise InputError(f"{path}: expected a non-empty [[rows]] array")
+    rows = row_tables(path)
     out: list[PimRow] = []
     seen: set[str] = set()
     for i, t in enumerate(rows):

@@ -236,8 +236,14 @@ COMMANDS: dict[str, tuple[list[str], list, dict[str, str]]] = {
             _opt("--frameworks", PATHS),
             _opt("--plot", _outs(".png")),
             _flag("--json"),
+            _flag("--serving"),
+            _flag("--pim"),
         ],
-        {"costmodel.validate:evaluate_rows": "the predictions"},
+        {
+            "costmodel.validate:evaluate_rows": "the predictions",
+            "costmodel.validate_serving:evaluate_serving_rows": "the serving predictions",
+            "costmodel.validate_pim:evaluate_pim_rows": "the PIM predictions",
+        },
     ),
     "import-trace": (
         [],

@@ -12,6 +12,7 @@ typo that must be reported, never silently ignored.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import json
 import math
 import shutil
@@ -27,7 +28,7 @@ from hypothesis import given, strategies as st
 from test_reliability_fuzzlib import COUNTS, FUZZ, JSON_VALUES, dump_toml, get, mutated, tables, typo
 
 import costmodel as cm
-from costmodel import io, sweep, validate
+from costmodel import io, sweep, validate, validate_serving
 from costmodel.io import InputError
 
 
@@ -71,6 +72,8 @@ _TECH = tomllib.loads((DATA / "tech.toml").read_text())
 _MIX = tomllib.loads((DATA / "workloads.toml").read_text())
 _ROWS = {"rows": tomllib.loads((DATA / "measurements" / "measurements.toml").read_text())["rows"][:6]}
 _FRAMEWORKS = tomllib.loads((DATA / "frameworks.toml").read_text())
+_SERVING = {"rows": tomllib.loads((DATA / "measurements" / "serving.toml").read_text())["rows"][:6]}
+_SERVING_KNOWN = {f.name for f in dataclasses.fields(validate_serving.ServingRow)} | {"rows"}
 _SPECS = {p.stem: tomllib.loads(p.read_text()) for p in sorted((DATA / "sweeps").glob("*.toml"))}
 _HF = {
     "llama": {
@@ -237,6 +240,19 @@ def test_measurement_table_fuzz(case):
 
 
 @FUZZ
+@given(mutated(_SERVING))
+def test_serving_table_fuzz(case):
+    doc, op, path = case
+    file = _write("serving.toml", dump_toml(doc))
+    status, value = outcome("serving table", lambda: validate_serving.load_serving_rows(file), file)
+    if op == "add" and path[:-1] in [(), *[("rows", i) for i in range(6)]] and path[-1] not in _SERVING_KNOWN:
+        assert status == "error" and repr(path[-1]) in value, f"unknown field {path[-1]!r} accepted: {value}"
+    if status == "ok":
+        assert all(r.output_tokens > 0 and r.chips == r.tensor_parallel * r.pipeline_parallel for r in value)
+        assert all(r.concurrency is None or r.request_rate is None for r in value)
+
+
+@FUZZ
 @given(mutated(_FRAMEWORKS))
 def test_framework_profiles_fuzz(case):
     doc, op, path = case
@@ -259,6 +275,7 @@ _STRICT = {
     "workload mix": (io.load_mix, "toml", [(), ("workloads", 0)], _MIX),
     "measurement table": (validate.load_rows, "toml", [(), ("rows", 0)], _ROWS),
     "framework profiles": (validate.load_frameworks, "toml", [(), ("frameworks", "vllm")], _FRAMEWORKS),
+    "serving table": (validate_serving.load_serving_rows, "toml", [(), ("rows", 0)], _SERVING),
 }
 
 
@@ -296,6 +313,7 @@ _FILE_LOADERS = {
     "workload mix": ("x.toml", io.load_mix),
     "measurement table": ("x.toml", validate.load_rows),
     "framework profiles": ("x.toml", validate.load_frameworks),
+    "serving table": ("x.toml", validate_serving.load_serving_rows),
 }
 _BYTES = st.one_of(
     st.binary(max_size=200),
@@ -445,6 +463,7 @@ def test_counts_reported(capsys):
         "workload mix",
         "measurement table",
         "framework profiles",
+        "serving table",
         "sweep manifest",
         "trace CSV",
         "llama-bench JSON",

@@ -26,6 +26,12 @@ def add_commands(subparsers) -> None:
         "(data/measurements/pim.toml; with --table, another PIM table)",
     )
     p.add_argument(
+        "--serving",
+        action="store_true",
+        help="the published serving benchmarks instead: TPOT, throughput and TTFT under a concurrency or request "
+        "rate, chunked prefill in the steps (data/measurements/serving.toml; with --table, another serving table)",
+    )
+    p.add_argument(
         "--check",
         action="store_true",
         help="exit 1 if a held-out group misses its target (median APE 15%% batch-1 GPU and Apple, "
@@ -43,8 +49,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     if args.plot is not None:
         check_output_path(args.plot, "--plot")
+    if args.pim and args.serving:
+        from ..io import InputError
+
+        raise InputError("--pim and --serving: expected one table")
     if args.pim:
         return _cmd_validate_pim(args)
+    if args.serving:
+        return _cmd_validate_serving(args)
     rows = v.load_rows(args.table)
     frameworks = v.load_frameworks(args.frameworks)
     results = v.evaluate_rows(rows, frameworks)
@@ -100,6 +112,70 @@ def _cmd_validate_pim(args: argparse.Namespace) -> int:
         )
     if args.check and missed:
         print(f"costmodel validate --pim: rows outside {vp.TARGET:.0%}: " + ", ".join(missed), file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cmd_validate_serving(args: argparse.Namespace) -> int:
+    import sys
+
+    from .. import validate_serving as vs
+    from ..report import dumps
+
+    results = vs.evaluate_serving_rows(vs.load_serving_rows(args.table))
+    summary = vs.summary(results)
+    if args.json:
+        print(dumps({**summary, "rows": [vs.serving_record(r) for r in results]}))
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        t = Table(
+            "row",
+            "status",
+            "load",
+            "batch",
+            "TPOT ms",
+            "model",
+            "tok/s",
+            "model",
+            "TTFT ms",
+            "model",
+            title="serving benchmarks: measured vs model",
+        )
+        for r in results:
+            rec, e = vs.serving_record(r), r.errors()
+
+            def cell(key, measured, fmt):
+                if measured is None:
+                    return "-"
+                return f"{getattr(r, key):{fmt}} ({e[key]:+.0%})"
+
+            t.add_row(
+                r.row.id,
+                r.row.status,
+                rec["load"],
+                f"{r.batch:.1f}" + ("*" if r.overloaded else ""),
+                "-" if r.row.tpot_ms is None else f"{r.row.tpot_ms:.3g}",
+                cell("tpot_ms", r.row.tpot_ms, ".3g"),
+                "-" if r.row.output_tokens_per_second is None else f"{r.row.output_tokens_per_second:.4g}",
+                cell("output_tokens_per_second", r.row.output_tokens_per_second, ".4g"),
+                "-" if r.row.ttft_ms is None else f"{r.row.ttft_ms:.4g}",
+                cell("ttft_ms", r.row.ttft_ms, ".4g"),
+            )
+        Console(width=220).print(t)
+        sc, tp, th = summary["scored"], summary["tpot_ms"], summary["output_tokens_per_second"]
+        print(
+            f"{summary['test_rows']} test rows: TPOT median APE {tp['median']:.1%} (n {tp['n']}), throughput "
+            f"{th['median']:.1%} (n {th['n']}), both {sc['median']:.1%} (p90 {sc['p90']:.1%}); target "
+            f"{vs.TARGET:.0%}. TTFT is shown, not scored (queueing is not modelled). * = the load exceeds what "
+            "the instance holds or keeps up with"
+        )
+    if args.check and not summary["scored"]["median"] <= vs.TARGET:
+        print(
+            f"costmodel validate --serving: median APE {summary['scored']['median']:.1%} above {vs.TARGET:.0%}",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

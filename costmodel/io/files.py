@@ -141,3 +141,12 @@ def only_section(data: dict[str, Any], section: str, path: Path) -> Any:
         if key != section:
             raise InputError(f"{path}: unknown field {key!r}; expected only the {section!r} section")
     return data.get(section)
+
+
+def row_tables(path: Path) -> list[Any]:
+    """The `[[rows]]` array of a table file (measurements, PIM results, serving runs):
+    its only section, a non-empty array, or one `InputError` naming the file."""
+    rows = only_section(load_toml(path), "rows", path)
+    if not isinstance(rows, list) or not rows:
+        raise InputError(f"{path}: expected a non-empty [[rows]] array")
+    return rows

@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 
 from .errors import InputError
-from .files import data_dir, load_toml, only_section
+from .files import data_dir, row_tables
 from .scenarios import make_scenario
 from .schema import check_table
 
@@ -55,9 +55,7 @@ def measurements_path() -> Path:
 def load_rows(path: Path | str | None = None) -> list[Row]:
     """The measurement table, validated (every row has a source and known presets)."""
     path = Path(path) if path is not None else measurements_path()
-    rows = only_section(load_toml(path), "rows", path)
-    if not isinstance(rows, list) or not rows:
-        raise InputError(f"{path}: expected a non-empty [[rows]] array")
+    rows = row_tables(path)
     out: list[Row] = []
     seen = set()
     for i, t in enumerate(rows):

@@ -1,0 +1,348 @@
+"""Serving figures against published serving benchmarks (`costmodel validate --serving`).
+
+Each row of `data/measurements/serving.toml` is one published run of a serving engine
+under continuous batching: a model on an instance of `chips` chips split `tensor_parallel`
+x `pipeline_parallel`, requests of `prompt_tokens` in and `output_tokens` out, a load
+given as a `concurrency` (closed-loop clients: requests in flight) or a `request_rate`
+(open loop, requests/s), and what was measured: the time per output token (TPOT), the
+output-token throughput and the time to first token (TTFT).
+
+The model serves the same load with `costmodel.serving.serve` (chunked prefill of the
+arriving prompts inside the decode steps, Sarathi-Serve; the framework profile applied
+to the chip) at mean context `prompt + output / 2`, on the row's split:
+
+- **concurrency C**: the decode batch is C, or the largest the memory holds if less
+  (the rest wait in a queue). A request lasts TTFT + output x TPOT, so the instance
+  delivers `batch x output / (TTFT + output x TPOT)` output tokens/s.
+- **no load given** (a maximum-throughput run): the largest batch the memory holds.
+- **request rate r**: the batch is where Little's law closes, `batch = r x (TTFT +
+  output x TPOT(batch))`, solved on a grid of whole batches (linear between them); the
+  throughput is `r x output` while the instance keeps up, and the largest batch's
+  rate when it does not (overloaded).
+
+Scored (`status = "test"`): TPOT and throughput, each a relative error; TTFT is shown
+but not scored: under load it is queueing, which the model does not contain (a
+steady-state step time is not a waiting time).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .io import InputError
+from .io.files import data_dir, row_tables
+from .io.schema import check_table
+
+
+TARGET = 0.15
+"""Goal: median relative error of the scored serving figures <= 15 % (issue 17)."""
+
+STATUSES = ("test", "reference")
+
+MAX_BATCH = 4096
+"""Largest decode batch tried for a row (sequences per instance)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ServingRow:
+    """One published serving run (the table's header documents every field)."""
+
+    id: str
+    status: str
+    reason: str
+    chip: str
+    chips: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    framework: str
+    model: str
+    weights: str
+    kv: str
+    prompt_tokens: float | None
+    output_tokens: float
+    concurrency: float | None
+    request_rate: float | None
+    output_tokens_per_second: float | None
+    tpot_ms: float | None
+    ttft_ms: float | None
+    tpot_limit_ms: float | None
+    tag: str
+    source: str
+    conditions: str
+
+
+def serving_table_path() -> Path:
+    return data_dir() / "measurements" / "serving.toml"
+
+
+def load_serving_rows(path: Path | str | None = None) -> list[ServingRow]:
+    """The serving table, validated.
+
+    Raises:
+        InputError: one line naming the file, the row, the field and the value.
+    """
+    path = Path(path) if path is not None else serving_table_path()
+    rows = row_tables(path)
+    from .io import chip_presets, formats, model_presets
+
+    chips, models, fmts = chip_presets(), model_presets(), formats()
+    out: list[ServingRow] = []
+    seen: set[str] = set()
+    for i, t in enumerate(rows):
+        where = f"{path}: rows[{i}]"
+        t = check_table(
+            t,
+            where,
+            {"chips": "count", "tensor_parallel": "count", "pipeline_parallel": "count", "output_tokens": "positive"},
+            {
+                "prompt_tokens": "positive",
+                "concurrency": "positive",
+                "request_rate": "positive",
+                "output_tokens_per_second": "positive",
+                "tpot_ms": "positive",
+                "ttft_ms": "positive",
+                "tpot_limit_ms": "positive",
+            },
+            strings=(
+                "id",
+                "status",
+                "reason",
+                "chip",
+                "framework",
+                "model",
+                "weights",
+                "kv",
+                "tag",
+                "source",
+                "conditions",
+            ),
+        )
+        for key in ("id", "status", "chip", "framework", "model", "weights", "kv", "source"):
+            if not t.get(key):
+                raise InputError(f"{where}: missing field {key!r} (a non-empty string)")
+        where = f"{path}: rows[{i}] ({t['id']})"
+        if t["id"] in seen:
+            raise InputError(f"{where}: field 'id' = {t['id']!r}: expected a unique id")
+        seen.add(t["id"])
+        checks = (
+            ("status", STATUSES),
+            ("chip", sorted(chips)),
+            ("model", sorted(models)),
+            ("weights", sorted(fmts)),
+            ("kv", sorted(fmts)),
+        )
+        for key, allowed in checks:
+            if t[key] not in allowed:
+                raise InputError(f"{where}: field {key!r} = {t[key]!r}: expected one of {list(allowed)}")
+        if t["status"] == "reference" and not t.get("reason"):
+            raise InputError(f"{where}: missing field 'reason': a reference row says why it is not scored")
+        if t["chips"] != t["tensor_parallel"] * t["pipeline_parallel"]:
+            raise InputError(
+                f"{where}: field 'chips' = {t['chips']:g}: expected tensor_parallel x pipeline_parallel = "
+                f"{t['tensor_parallel'] * t['pipeline_parallel']:g}"
+            )
+        if "concurrency" in t and "request_rate" in t:
+            raise InputError(f"{where}: fields 'concurrency' and 'request_rate': expected one load, not both")
+        if t["status"] == "test":
+            for key in ("prompt_tokens",):
+                if key not in t:
+                    raise InputError(f"{where}: missing field {key!r}: a scored row needs it")
+            if "concurrency" not in t and "request_rate" not in t:
+                raise InputError(f"{where}: missing field 'concurrency' or 'request_rate': a scored row needs its load")
+            if "tpot_ms" not in t and "output_tokens_per_second" not in t:
+                raise InputError(
+                    f"{where}: missing field 'tpot_ms' or 'output_tokens_per_second': a scored row needs a figure"
+                )
+        count = lambda key: int(t[key])
+        out.append(
+            ServingRow(
+                id=t["id"],
+                status=t["status"],
+                reason=t.get("reason", ""),
+                chip=t["chip"],
+                chips=count("chips"),
+                tensor_parallel=count("tensor_parallel"),
+                pipeline_parallel=count("pipeline_parallel"),
+                framework=t["framework"],
+                model=t["model"],
+                weights=t["weights"],
+                kv=t["kv"],
+                prompt_tokens=t.get("prompt_tokens"),
+                output_tokens=t["output_tokens"],
+                concurrency=t.get("concurrency"),
+                request_rate=t.get("request_rate"),
+                output_tokens_per_second=t.get("output_tokens_per_second"),
+                tpot_ms=t.get("tpot_ms"),
+                ttft_ms=t.get("ttft_ms"),
+                tpot_limit_ms=t.get("tpot_limit_ms"),
+                tag=t.get("tag", ""),
+                source=t["source"],
+                conditions=t.get("conditions", ""),
+            )
+        )
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class ServingResult:
+    """A row with the model's figures at the row's load.
+
+    Attributes:
+        row: the published run.
+        batch: the decode batch the model serves the load with (sequences).
+        overloaded: the load exceeds what the memory holds (concurrency above the
+            largest batch) or what the instance keeps up with (request rate).
+        tpot_ms, ttft_ms: the model's time per output token and time to first token.
+        output_tokens_per_second: the model's output throughput of the instance.
+    """
+
+    row: ServingRow
+    batch: float
+    overloaded: bool
+    tpot_ms: float
+    ttft_ms: float
+    output_tokens_per_second: float
+
+    def errors(self) -> dict[str, float]:
+        """Signed relative errors, model / measured - 1, of the figures the row has."""
+        out = {}
+        for key in ("tpot_ms", "output_tokens_per_second", "ttft_ms"):
+            measured = getattr(self.row, key)
+            if measured is not None:
+                out[key] = getattr(self, key) / measured - 1.0
+        return out
+
+
+def _curve(row: ServingRow):
+    """(batches, TPOT s, TTFT s) of the feasible whole batches on the row's split."""
+    from .evaluation import apply_framework
+    from .io import chip_info, economics_preset
+    from .serving import serve
+
+    info = chip_info(row.chip)
+    if row.framework != "native":
+        info = apply_framework(info, row.framework)
+    prompt = row.prompt_tokens if row.prompt_tokens is not None else 0.0
+    want = row.concurrency if row.concurrency is not None else MAX_BATCH
+    batches = np.unique(np.concatenate([np.arange(1, min(want, 64) + 1), np.geomspace(1, MAX_BATCH, 96).round()]))
+    if row.concurrency is not None:
+        batches = np.unique(np.append(batches[batches <= want], want))
+    s = serve(
+        row.model,
+        info,
+        economics_preset(),  # prices: not compared here
+        chips=row.chips,
+        context=prompt + row.output_tokens / 2,
+        weights=row.weights,
+        kv=row.kv,
+        batches=batches,
+        prompt_tokens=row.prompt_tokens,
+        output_tokens=row.output_tokens if row.prompt_tokens is not None else None,
+    )
+    points = s.curve(row.tensor_parallel, row.pipeline_parallel)
+    if not points:
+        raise InputError(
+            f"row {row.id}: {row.model} fits no batch on {row.chips} x {row.chip} "
+            f"(TP {row.tensor_parallel} x PP {row.pipeline_parallel})"
+        )
+    b = np.array([p.batch for p in points])
+    tpot = np.array([p.tpot for p in points])
+    ttft = np.array([p.ttft or 0.0 for p in points])
+    return b, tpot, ttft
+
+
+def evaluate_serving_row(row: ServingRow) -> ServingResult:
+    """The model's TPOT, TTFT and throughput at the row's load (module docstring)."""
+    b, tpot, ttft = _curve(row)
+    out = row.output_tokens
+    life = ttft + out * tpot  # s a request takes, admitted at once
+    if row.concurrency is None and row.request_rate is None:  # a maximum-throughput run
+        batch, t, f = float(b[-1]), float(tpot[-1]), float(ttft[-1])
+        return ServingResult(row, batch, True, t * 1e3, f * 1e3, batch * out / (f + out * t))
+    if row.concurrency is not None:
+        overloaded = row.concurrency > b[-1]
+        k = len(b) - 1 if overloaded else int(np.searchsorted(b, row.concurrency))
+        batch, t, f = float(b[k]), float(tpot[k]), float(ttft[k])
+        throughput = batch * out / (f + out * t)
+    else:
+        assert row.request_rate is not None
+        gap = row.request_rate * life - b  # > 0: the load needs more in flight than b
+        above = np.nonzero(gap <= 0)[0]
+        overloaded = len(above) == 0
+        if overloaded:
+            batch, t, f = float(b[-1]), float(tpot[-1]), float(ttft[-1])
+            throughput = batch * out / (f + out * t)
+        else:
+            k = int(above[0])
+            if k == 0:
+                w = 1.0
+            else:  # linear between the last batch short of the load and the first enough
+                w = gap[k - 1] / (gap[k - 1] - gap[k])
+            lerp = lambda y: float(y[k] if k == 0 else y[k - 1] + w * (y[k] - y[k - 1]))
+            batch, t, f = lerp(b), lerp(tpot), lerp(ttft)
+            throughput = row.request_rate * out
+    return ServingResult(row, batch, bool(overloaded), t * 1e3, f * 1e3, throughput)
+
+
+def evaluate_serving_rows(rows: list[ServingRow]) -> list[ServingResult]:
+    return [evaluate_serving_row(r) for r in rows]
+
+
+def summary(results: list[ServingResult]) -> dict[str, Any]:
+    """Median and p90 absolute error of each scored figure over the test rows, and of
+    both together (the goal's figure)."""
+    test = [r for r in results if r.row.status == "test"]
+    out: dict[str, Any] = {"target": TARGET, "test_rows": len(test)}
+    pooled: list[float] = []
+    for key in ("tpot_ms", "output_tokens_per_second", "ttft_ms"):
+        errs = [abs(r.errors()[key]) for r in test if key in r.errors()]
+        if key != "ttft_ms":
+            pooled += errs
+        out[key] = (
+            {"n": len(errs), "median": float(np.median(errs)), "p90": float(np.percentile(errs, 90))}
+            if errs
+            else {"n": 0, "median": math.nan, "p90": math.nan}
+        )
+    out["scored"] = {
+        "n": len(pooled),
+        "median": float(np.median(pooled)) if pooled else math.nan,
+        "p90": float(np.percentile(pooled, 90)) if pooled else math.nan,
+    }
+    return out
+
+
+def serving_record(r: ServingResult) -> dict[str, Any]:
+    """One result as JSON-ready data."""
+    row = r.row
+    return {
+        "id": row.id,
+        "status": row.status,
+        "reason": row.reason,
+        "system": f"{row.chips} x {row.chip} (TP {row.tensor_parallel} x PP {row.pipeline_parallel})",
+        "framework": row.framework,
+        "model": row.model,
+        "load": (f"concurrency {row.concurrency:g}" if row.concurrency is not None else f"{row.request_rate:g} req/s")
+        if (row.concurrency is not None or row.request_rate is not None)
+        else "unknown",
+        "prompt_tokens": row.prompt_tokens,
+        "output_tokens": row.output_tokens,
+        "batch": r.batch,
+        "overloaded": r.overloaded,
+        "measured": {
+            "tpot_ms": row.tpot_ms,
+            "output_tokens_per_second": row.output_tokens_per_second,
+            "ttft_ms": row.ttft_ms,
+        },
+        "predicted": {
+            "tpot_ms": r.tpot_ms,
+            "output_tokens_per_second": r.output_tokens_per_second,
+            "ttft_ms": r.ttft_ms,
+        },
+        "errors": r.errors(),
+        "source": row.source,
+    }

@@ -1,0 +1,109 @@
+"""`costmodel validate --serving`: published serving runs against the model (issue 17)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import costmodel.validate_serving as vs
+from costmodel.cli import main
+from costmodel.io import InputError
+
+
+ROW = """
+[[rows]]
+id = "{id}"
+status = "test"
+chip = "h100-sxm"
+chips = 1
+tensor_parallel = 1
+pipeline_parallel = 1
+framework = "native"
+model = "llama-3-8b"
+weights = "bf16"
+kv = "bf16"
+prompt_tokens = 512
+output_tokens = 128
+{load}
+tpot_ms = 10.0
+output_tokens_per_second = 500.0
+ttft_ms = 50.0
+tag = "M"
+source = "a test"
+"""
+
+
+def _table(tmp_path: Path, *loads: str) -> Path:
+    path = tmp_path / "serving.toml"
+    path.write_text("".join(ROW.format(id=f"r{i}", load=load) for i, load in enumerate(loads)))
+    return path
+
+
+def test_shipped_table_loads_and_every_scored_row_has_a_load():
+    rows = vs.load_serving_rows()
+    test = [r for r in rows if r.status == "test"]
+    assert len(rows) >= 30 and len(test) >= 20
+    assert all(r.prompt_tokens and (r.concurrency or r.request_rate) for r in test)
+    assert all(r.source and r.conditions for r in rows)
+    assert all(r.reason for r in rows if r.status == "reference")
+
+
+def test_closed_loop_throughput_is_littles_law(tmp_path):
+    low, high = vs.evaluate_serving_rows(vs.load_serving_rows(_table(tmp_path, "concurrency = 4", "concurrency = 64")))
+    for r, c in ((low, 4), (high, 64)):
+        assert r.batch == c and not r.overloaded
+        life = r.ttft_ms + 128 * r.tpot_ms  # ms a request takes
+        assert r.output_tokens_per_second == pytest.approx(c * 128 / life * 1e3, rel=1e-6)
+        assert r.errors()["tpot_ms"] == pytest.approx(r.tpot_ms / 10.0 - 1)
+    # More in flight: never a faster step, always more tokens per second.
+    assert high.tpot_ms >= low.tpot_ms and high.output_tokens_per_second > low.output_tokens_per_second
+
+
+def test_open_loop_batch_closes_littles_law(tmp_path):
+    (r,) = vs.evaluate_serving_rows(vs.load_serving_rows(_table(tmp_path, "request_rate = 20.0")))
+    assert not r.overloaded and r.output_tokens_per_second == pytest.approx(20.0 * 128)
+    # In flight = rate x time in the system, to the grid's linear interpolation.
+    assert r.batch == pytest.approx(20.0 * (r.ttft_ms + 128 * r.tpot_ms) * 1e-3, rel=0.02)
+
+
+def test_a_concurrency_beyond_memory_is_capped_and_flagged(tmp_path):
+    (r,) = vs.evaluate_serving_rows(vs.load_serving_rows(_table(tmp_path, "concurrency = 100000")))
+    assert r.overloaded and 1 < r.batch < 100000
+
+
+@pytest.mark.parametrize(
+    "edit,needles",
+    [
+        (('status = "test"', 'status = "fit"'), ("field 'status' = 'fit'", "expected one of")),
+        (("chips = 1", "chips = 2"), ("field 'chips' = 2", "tensor_parallel x pipeline_parallel")),
+        (('chip = "h100-sxm"', 'chip = "h100"'), ("field 'chip' = 'h100'",)),
+        (("concurrency = 4", "concurrency = 4\nrequest_rate = 2.0"), ("expected one load",)),
+        (("concurrency = 4", ""), ("missing field 'concurrency' or 'request_rate'",)),
+        (("tpot_ms = 10.0", "tpot_ms = -1"), ("field 'tpot_ms' = -1",)),
+        (('tag = "M"', 'tga = "M"'), ("unknown field 'tga'",)),
+    ],
+)
+def test_bad_rows_are_one_line_naming_file_row_and_field(tmp_path, edit, needles):
+    path = _table(tmp_path, "concurrency = 4")
+    path.write_text(path.read_text().replace(*edit))
+    with pytest.raises(InputError) as e:
+        vs.load_serving_rows(path)
+    text = str(e.value)
+    assert "\n" not in text and str(path) in text and "rows[0]" in text
+    for n in needles:
+        assert n in text, text
+
+
+def test_cli_serving_json_and_a_bad_table(tmp_path, capsys):
+    path = _table(tmp_path, "concurrency = 8")
+    assert main(["validate", "--serving", "--table", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["test_rows"] == 1 and out["rows"][0]["predicted"]["tpot_ms"] > 0
+    assert set(out["rows"][0]["errors"]) == {"tpot_ms", "output_tokens_per_second", "ttft_ms"}
+    path.write_text(path.read_text().replace("output_tokens = 128", "output_tokens = 0"))
+    assert main(["validate", "--serving", "--table", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "output_tokens" in err[0]
+    assert main(["validate", "--serving", "--pim"]) == 2
