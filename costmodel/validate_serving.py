@@ -149,9 +149,8 @@ def load_serving_rows(path: Path | str | None = None) -> list[ServingRow]:
         if "concurrency" in t and "request_rate" in t:
             raise InputError(f"{where}: fields 'concurrency' and 'request_rate': expected one load, not both")
         if t["status"] == "test":
-            for key in ("prompt_tokens",):
-                if key not in t:
-                    raise InputError(f"{where}: missing field {key!r}: a scored row needs it")
+            if "prompt_tokens" not in t:
+                raise InputError(f"{where}: missing field 'prompt_tokens': a scored row needs it")
             if "concurrency" not in t and "request_rate" not in t:
                 raise InputError(f"{where}: missing field 'concurrency' or 'request_rate': a scored row needs its load")
             if "tpot_ms" not in t and "output_tokens_per_second" not in t:
