@@ -297,6 +297,12 @@ COMMANDS: dict[str, tuple[list[str], list, dict[str, str]]] = {
             _opt("--chunk-tokens", st.one_of(NUMBERS, GOOD_NUMBERS)),
             _opt("--prefill-chips", INTS),
             _opt("--context", st.one_of(NUMBERS, GOOD_NUMBERS)),
+            _opt(
+                "--context-mix",
+                st.sampled_from(
+                    ["1024:0.5,8192:0.5", "1024:0.5,8192:0.6", "1024", "x:1", "0:1", "-5:1", "1e400:1", ""]
+                ),
+            ),
             _opt("--weights", FORMATS),
             _opt("--kv", FORMATS),
             _opt("--profile", st.sampled_from(["dense", "topk", "top-k", ""])),

@@ -103,8 +103,39 @@ def test_cli_json_and_plot(tmp_path, capsys):
         (["--tpot-ms", "-3"], "-3"),
         (["--chips", "100"], "max_chips"),
         (["--plot", "out.xyz"], "out.xyz"),
+        (["--context-mix", "1024:0.5,8192:0.6"], "2 shares summing to 1.1"),
+        (["--context-mix", "1024:0.5,8192"], "bin '8192'"),
+        (["--context-mix", "1024.5:1"], "bin '1024.5:1'"),
+        (["--context-mix", "0:1"], "every sequence at context 0"),
+        (["--context", "100", "--context-mix", "1024:1"], "give one"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, needle, capsys):
     code, _, err = run(["serve", "--model", "llama-3-8b", "--chip", "h100-sxm", *args], capsys)
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_context_mix_of_one_bin_is_one_context(capsys):
+    answers = []
+    for extra in (["--context", "8192"], ["--context-mix", "8192:1"]):
+        code, out, err = run(
+            ["serve", "--model", "gemma-2-9b", "--chips", "1", "--tpot-ms", "30", "--json", *extra], capsys
+        )
+        assert code == 0, err
+        answers.append(json.loads(out)["best"])
+    assert answers[0]["batch"] == answers[1]["batch"]
+    assert answers[1]["tpot"] == pytest.approx(answers[0]["tpot"], rel=1e-6)
+
+
+def test_context_mix_with_long_tail_serves_fewer_on_sliding_windows(capsys):
+    """Same mean (8,192 tokens): gemma-2's sliding-window layers read at most 4,096
+    tokens of each sequence, so a mix with short and long sequences reads less window KV
+    than one context at the mean: never a slower step at the same batch."""
+    results = {}
+    for name, extra in (("one", ["--context", "8192"]), ("mix", ["--context-mix", "1024:0.5,15360:0.5"])):
+        code, out, err = run(["serve", "--model", "gemma-2-9b", "--chips", "1", "--json", *extra], capsys)
+        assert code == 0, err
+        results[name] = {p["batch"]: p["tpot"] for p in json.loads(out)["points"] if p["feasible"]}
+    common = sorted(set(results["one"]) & set(results["mix"]))
+    assert len(common) > 5
+    assert all(results["mix"][b] <= results["one"][b] * (1 + 1e-6) for b in common)

@@ -71,6 +71,35 @@ FRACTION_SUM_TOLERANCE = 1e-6
 """How far from 1 the entries of a fraction vector may sum (decimal rounding of typed shares)."""
 
 
+def context_mix(text: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """An argparse type: a histogram of context lengths, `TOKENS:SHARE,...` (`--context-mix
+    1024:0.5,8192:0.4,65536:0.1`): each length a whole number of tokens >= 0, each share
+    in [0, 1], the shares summing to 1 (the one check of a fraction vector's sum,
+    `FRACTION_SUM_TOLERANCE`). Returns (lengths, shares)."""
+    expected = "TOKENS:SHARE pairs, comma-separated, tokens whole numbers >= 0, shares in [0, 1] summing to 1"
+    lengths, shares = [], []
+    for part in text.split(","):
+        tokens, sep, share = part.partition(":")
+        try:
+            length, fraction = float(tokens), float(share)
+        except ValueError:
+            length = fraction = math.nan
+        if not sep or not (math.isfinite(length) and length.is_integer() and length >= 0):
+            raise argparse.ArgumentTypeError(f"{text!r}: bin {part!r}: expected {expected}")
+        if not 0 <= fraction <= 1:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: bin {part!r}: share {share!r} outside [0, 1]; expected {expected}"
+            )
+        lengths.append(length)
+        shares.append(fraction)
+    total = math.fsum(shares)
+    if not abs(total - 1) <= FRACTION_SUM_TOLERANCE:
+        raise argparse.ArgumentTypeError(f"{text!r}: {len(shares)} shares summing to {total:g}; expected {expected}")
+    if not any(length > 0 and fraction > 0 for length, fraction in zip(lengths, shares)):
+        raise argparse.ArgumentTypeError(f"{text!r}: every sequence at context 0; expected some history")
+    return tuple(lengths), tuple(shares)
+
+
 def fraction_vector(names: Sequence[str], hint: str = "") -> Callable[[str], tuple[float, ...]]:
     """An argparse type: the one check of a fraction vector, comma-separated shares of a
     whole (`--split compute,sram`): `len(names)` numbers, each in [0, 1], summing to 1.

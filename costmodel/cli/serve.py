@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ..io import InputError
-from .args import add_model_arg, positive_int, positive_number
+from .args import add_model_arg, context_mix, positive_int, positive_number
 from .economics import add_economics_args
 
 
@@ -48,7 +48,15 @@ def add_commands(sub) -> None:
         default=512,
         help="largest chunk of one prompt prefilled per step (default 512, Sarathi-Serve)",
     )
-    p.add_argument("--context", type=positive_number, default=4096, help="mean tokens in each KV cache (default 4096)")
+    p.add_argument("--context", type=positive_number, default=None, help="mean tokens in each KV cache (default 4096)")
+    p.add_argument(
+        "--context-mix",
+        type=context_mix,
+        default=None,
+        metavar="TOKENS:SHARE,...",
+        help="the batch's contexts as a histogram instead of one --context, e.g. 1024:0.5,8192:0.4,65536:0.1 "
+        "(shares of the sequences, summing to 1; the mean context is their weighted mean)",
+    )
     p.add_argument("--weights", default="bf16", help="weight format (default bf16)")
     p.add_argument("--kv", default="bf16", help="KV-cache format (default bf16)")
     p.add_argument("--profile", default="dense", help="KV access profile: preset id or TOML path")
@@ -79,6 +87,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.framework is not None:
         info = apply_framework(info, args.framework)
     econ, _, note = economics_from_args(args, args.chip)
+    mix, context = None, 4096.0 if args.context is None else args.context
+    if args.context_mix is not None:
+        if args.context is not None:
+            raise InputError(f"--context {args.context:g} and --context-mix: give one (the mix sets the mean context)")
+        from .._core.workload import ContextMix
+
+        lengths, shares = args.context_mix
+        context = sum(n * s for n, s in zip(lengths, shares))
+        mix = ContextMix.of(lengths, shares)
     tpot = None if args.tpot_ms is None else args.tpot_ms * 1e-3
     ttft = None if args.ttft_ms is None else args.ttft_ms * 1e-3
     s = serve(
@@ -87,7 +104,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         econ,
         chips=args.chips,
         tpot=tpot,
-        context=args.context,
+        context=context,
+        mix=mix,
         weights=args.weights,
         kv=args.kv,
         profile=args.profile,
