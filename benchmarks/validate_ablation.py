@@ -37,7 +37,9 @@ def _refit(rows, frameworks):
     by_id = {r.id: r for r in rows}
     out = {}
     for name, f in frameworks.items():
-        m = v.fit_framework([by_id[i] for i in f.fitted_on], f.fit) if f.fitted_on else f.multipliers
+        # A serving engine's host time is fitted on serving rows, not these.
+        fitted = [by_id[i] for i in f.fitted_on if i in by_id]
+        m = v.fit_framework(fitted, f.fit) if fitted else f.multipliers
         out[name] = dataclasses.replace(f, multipliers=tuple(m))
     return out
 

@@ -20,6 +20,7 @@ from ._core.channels import (
     effective_feed as effective_feed,
     flop_rate as flop_rate,
     hockney as hockney,
+    host_seconds as host_seconds,
     kernel_efficiency as kernel_efficiency,
     overlapped_seconds as overlapped_seconds,
     pim_seconds as pim_seconds,

@@ -449,8 +449,19 @@ NEUTRAL_PROFILE = (1.0, 1.0, 1.0, 1.0, UNBOUNDED_IN_FLIGHT_KB)
 up to the chip's own bytes in flight)."""
 
 
+def apply_host(chip: Chip, host_us) -> Chip:
+    """A chip whose serving stack's unhidden host time is a framework's: `host_us` is
+    (`host_step`, `host_per_sequence`) in µs (`costmodel.io.frameworks.HOST_FIELDS`);
+    they replace the chip's own (pure, differentiable)."""
+    host = jnp.asarray(host_us, dtype=float) * 1e-6
+    return eqx.tree_at(lambda c: (c.host_step, c.host_per_sequence), chip, (host[0], host[1]))
+
+
 def apply_framework(info: ChipInfo, framework: str) -> ChipInfo:
-    """A `ChipInfo` whose chip has the framework profile applied (for `evaluate`)."""
+    """A `ChipInfo` whose chip has the framework profile applied (for `evaluate`): its
+    multipliers and kernel concurrency (`apply_multipliers`), and its host time
+    (`apply_host`)."""
     f = resolve_framework(framework, info.name)
     chip = apply_multipliers(info.chip, jnp.log(jnp.asarray(f.multipliers, dtype=float)))
+    chip = apply_host(chip, f.host)
     return dataclasses.replace(info, chip=chip, label=f"{info.label or info.name} ({f.name})")

@@ -38,9 +38,9 @@ from ._core.chip import Chip
 from ._core.cost import decode_cost
 from ._core.traffic import class_sum, lower_traffic
 from ._core.workload import Workload
-from .evaluation import NEUTRAL_PROFILE, apply_multipliers, system_placement, system_size
+from .evaluation import NEUTRAL_PROFILE, apply_host, apply_multipliers, system_placement, system_size
 from .io import ChipInfo, InputError, chip_info, load_model, make_scenario
-from .io.frameworks import PROFILE_FIELDS, Framework, load_frameworks, resolve_framework
+from .io.frameworks import HOST_FIELDS, PROFILE_FIELDS, Framework, load_frameworks, resolve_framework
 from .io.measurements import GROUPS, Row, load_rows
 
 
@@ -152,6 +152,8 @@ def evaluate_rows(rows: list[Row] | None = None, frameworks: dict[str, Framework
     out = []
     for row in rows:
         prepared, _ = prepare(row)
+        f = resolve_framework(row.framework, row.chip, frameworks)
+        prepared = eqx.tree_at(lambda p: p.chip, prepared, apply_host(prepared.chip, f.host))
         name, logm = _log_multipliers(row, frameworks)
         value = float(_predict_jit(prepared, logm))
         tp, pp = int(prepared.chip.tensor_parallel), int(prepared.chip.pipeline_parallel)
@@ -239,12 +241,16 @@ def _fit(stacked, measured, weight, mask, neutral, start, steps, learning_rate, 
 
 
 def fit_all(rows: list[Row] | None = None, frameworks: dict[str, Framework] | None = None) -> dict[str, tuple]:
-    """Refits every profile on exactly its `fitted_on` rows; returns name -> multipliers."""
+    """Refits every profile on exactly its `fitted_on` rows; returns name -> multipliers.
+    A serving engine's profile that fits only its host time (`HOST_FIELDS`, on serving
+    rows: `costmodel.validate_serving.fit_host`) is left out."""
     rows = rows if rows is not None else load_rows()
     frameworks = frameworks if frameworks is not None else load_frameworks()
     by_id = {r.id: r for r in rows}
     out = {}
     for name, f in frameworks.items():
+        if f.fit and set(f.fit) <= set(HOST_FIELDS):
+            continue
         missing = [i for i in f.fitted_on if i not in by_id]
         if missing:
             raise InputError(f"frameworks.{name}: fitted_on names unknown rows {missing}")

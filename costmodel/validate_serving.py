@@ -32,6 +32,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import jax.numpy as jnp
 import numpy as np
 
 from .io import InputError
@@ -42,7 +43,7 @@ from .io.schema import check_table
 TARGET = 0.15
 """Goal: median relative error of the scored serving figures <= 15 % (issue 17)."""
 
-STATUSES = ("test", "reference")
+STATUSES = ("test", "fit", "reference")
 
 MAX_BATCH = 4096
 """Largest decode batch tried for a row (sequences per instance)."""
@@ -89,8 +90,10 @@ def load_serving_rows(path: Path | str | None = None) -> list[ServingRow]:
     path = Path(path) if path is not None else serving_table_path()
     rows = row_tables(path)
     from .io import chip_presets, formats, model_presets
+    from .io.frameworks import framework_names
 
     chips, models, fmts = chip_presets(), model_presets(), formats()
+    frameworks = ["native", *framework_names()]
     out: list[ServingRow] = []
     seen: set[str] = set()
     for i, t in enumerate(rows):
@@ -132,6 +135,7 @@ def load_serving_rows(path: Path | str | None = None) -> list[ServingRow]:
         checks = (
             ("status", STATUSES),
             ("chip", sorted(chips)),
+            ("framework", frameworks),
             ("model", sorted(models)),
             ("weights", sorted(fmts)),
             ("kv", sorted(fmts)),
@@ -148,7 +152,7 @@ def load_serving_rows(path: Path | str | None = None) -> list[ServingRow]:
             )
         if "concurrency" in t and "request_rate" in t:
             raise InputError(f"{where}: fields 'concurrency' and 'request_rate': expected one load, not both")
-        if t["status"] == "test":
+        if t["status"] in ("test", "fit"):
             if "prompt_tokens" not in t:
                 raise InputError(f"{where}: missing field 'prompt_tokens': a scored row needs it")
             if "concurrency" not in t and "request_rate" not in t:
@@ -217,15 +221,19 @@ class ServingResult:
         return out
 
 
-def _curve(row: ServingRow):
-    """(batches, TPOT s, TTFT s) of the feasible whole batches on the row's split."""
-    from .evaluation import apply_framework
+def _curve(row: ServingRow, host_us: tuple[float, float] | None = None):
+    """(batches, TPOT s, TTFT s) of the feasible whole batches on the row's split, with
+    the row's framework profile, its host time replaced by `host_us` (µs per step and
+    per sequence) when given."""
+    from .evaluation import apply_framework, apply_host
     from .io import chip_info, economics_preset
     from .serving import serve
 
     info = chip_info(row.chip)
     if row.framework != "native":
         info = apply_framework(info, row.framework)
+    if host_us is not None:
+        info = dataclasses.replace(info, chip=apply_host(info.chip, host_us))
     prompt = row.prompt_tokens if row.prompt_tokens is not None else 0.0
     want = row.concurrency if row.concurrency is not None else MAX_BATCH
     batches = np.unique(np.concatenate([np.arange(1, min(want, 64) + 1), np.geomspace(1, MAX_BATCH, 96).round()]))
@@ -257,7 +265,11 @@ def _curve(row: ServingRow):
 
 def evaluate_serving_row(row: ServingRow) -> ServingResult:
     """The model's TPOT, TTFT and throughput at the row's load (module docstring)."""
-    b, tpot, ttft = _curve(row)
+    return _at_load(row, *_curve(row))
+
+
+def _at_load(row: ServingRow, b, tpot, ttft) -> ServingResult:
+    """The row's load served on a curve of (batch, TPOT s, TTFT s) points."""
     out = row.output_tokens
     life = ttft + out * tpot  # s a request takes, admitted at once
     if row.concurrency is None and row.request_rate is None:  # a maximum-throughput run
@@ -286,6 +298,60 @@ def evaluate_serving_row(row: ServingRow) -> ServingResult:
             batch, t, f = lerp(b), lerp(tpot), lerp(ttft)
             throughput = row.request_rate * out
     return ServingResult(row, batch, bool(overloaded), t * 1e3, f * 1e3, throughput)
+
+
+def with_host(row: ServingRow, curve, host_us: tuple[float, float]):
+    """A curve computed with no host time (`_curve(row, (0, 0))`) with `host_us` added:
+    each step, and each of the chunked-prefill steps before the first token, takes
+    `costmodel.host_seconds` longer. Exact on one pipeline stage (one group per pass),
+    where the host time is a serial term of the one pass that is the step; a test
+    checks it against the full evaluation."""
+    from ._core.channels import host_seconds
+    from .evaluation import apply_host
+    from .io import chip_info
+
+    if row.pipeline_parallel != 1:
+        raise InputError(f"row {row.id}: pipeline_parallel = {row.pipeline_parallel}: a host-time fit needs 1 stage")
+    b, tpot, ttft = curve
+    chip = apply_host(chip_info(row.chip).chip, host_us)
+    step = tpot + np.asarray(host_seconds(jnp.asarray(b), chip))
+    return b, step, ttft * step / tpot
+
+
+def fit_host(rows: list[ServingRow]) -> tuple[float, float]:
+    """Fits a framework's unhidden host time (`HOST_FIELDS`, µs) to serving rows.
+
+    Minimises the summed squared log error of each row's TPOT and throughput (the
+    figures it has) over `host_step_us, host_per_sequence_us >= 0` (Nelder-Mead on
+    their square roots, from three starts), each row served at its load as
+    `evaluate_serving_row` does, with the row's framework's other fields as they are.
+
+    Returns:
+        (host_step_us, host_per_sequence_us).
+    """
+    from scipy.optimize import minimize
+
+    curves = [(r, _curve(r, (0.0, 0.0))) for r in rows]
+
+    def loss(x):
+        host = (float(x[0]) ** 2, float(x[1]) ** 2)
+        total = 0.0
+        for r, c in curves:
+            res = _at_load(r, *with_host(r, c, host))
+            for key in ("tpot_ms", "output_tokens_per_second"):
+                measured = getattr(r, key)
+                if measured is not None:
+                    total += math.log(getattr(res, key) / measured) ** 2
+        return total
+
+    best = min(
+        (
+            minimize(loss, np.sqrt(start), method="Nelder-Mead", options={"xatol": 1e-3, "fatol": 1e-10})
+            for start in ((1000.0, 10.0), (100.0, 300.0), (5000.0, 1000.0))
+        ),
+        key=lambda m: m.fun,
+    )
+    return float(best.x[0]) ** 2, float(best.x[1]) ** 2
 
 
 def evaluate_serving_rows(rows: list[ServingRow]) -> list[ServingResult]:

@@ -40,6 +40,8 @@ SWITCH_ON = {
     "link_bandwidth": 100e9,
     "link_latency": 10e-6,
     "hop_latency": 10e-6,
+    "host_step": 1e-3,
+    "host_per_sequence": 100e-6,
     "area": 800e-6,
     "pim_energy_per_flop": 1e-12,
     "energy_per_flop": 1e-12,

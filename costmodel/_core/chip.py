@@ -117,6 +117,11 @@ class Chip(eqx.Module):
         link_bandwidth: chip-to-chip bandwidth per direction, B/s.
         link_latency: latency of one all-reduce across the tensor-parallel group, s.
         hop_latency: latency of one pipeline hop between chips, s.
+        host_step: host time per step that the serving stack does not hide behind
+            the device's work (scheduling the next step, preparing its inputs,
+            gathering the last step's tokens), s; 0: none (`costmodel.host_seconds`).
+        host_per_sequence: host time per sequence of the batch per step that is not
+            hidden (each request's bookkeeping, sampling and detokenisation), s.
         overlap: exponent p of the p-norm that combines the memory and compute
             channels: 1 is fully serial, large p is fully overlapped (p >= 1).
         parallel_units: units that issue memory requests independently (a GPU's
@@ -157,6 +162,8 @@ class Chip(eqx.Module):
     link_bandwidth: Scalar
     link_latency: Scalar
     hop_latency: Scalar
+    host_step: Scalar
+    host_per_sequence: Scalar
     overlap: Scalar
     parallel_units: Scalar
     bytes_in_flight: Scalar
@@ -205,6 +212,8 @@ def make_chip(
     link_bandwidth: RealScalarLike = 0.0,
     link_latency: RealScalarLike = 0.0,
     hop_latency: RealScalarLike = 0.0,
+    host_step: RealScalarLike = 0.0,
+    host_per_sequence: RealScalarLike = 0.0,
     overlap: RealScalarLike = DEFAULT_OVERLAP,
     parallel_units: RealScalarLike = 0.0,
     bytes_in_flight: RealScalarLike = 0.0,
@@ -249,6 +258,8 @@ def make_chip(
         link_bandwidth=f(link_bandwidth),
         link_latency=f(link_latency),
         hop_latency=f(hop_latency),
+        host_step=f(host_step),
+        host_per_sequence=f(host_per_sequence),
         overlap=f(overlap),
         parallel_units=f(parallel_units),
         bytes_in_flight=f(bytes_in_flight),

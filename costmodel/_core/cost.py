@@ -5,7 +5,8 @@ written) with; SRAM and DRAM stream them to the compute die, while the PIM tier
 computes on the bytes it holds (attention where its KV sits), sending the scores to
 a host softmax and back unless the softmax sits beside it. The compute die does
 the remaining FLOPs. The four channels overlap, and serial terms (per-layer latency,
-kernel overhead, all-reduces and pipeline hops) add on top. Each channel's time and
+kernel overhead, all-reduces, pipeline hops and the serving stack's unhidden host
+time) add on top. Each channel's time and
 energy formula lives in `costmodel._core.channels`; this module assembles them.
 """
 
@@ -150,7 +151,12 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
 
     share = safe_div(tier_bytes, jnp.sum(tier_bytes))
     latency = ch.access_seconds(workload.model.n_layers, share, tiers.latency, chip.kernel_overhead)
-    serial = latency + ch.allreduce_seconds(group, chip) + ch.pipeline_seconds(chip)
+    serial = (
+        latency
+        + ch.allreduce_seconds(group, chip)
+        + ch.pipeline_seconds(chip)
+        + ch.host_seconds(group.scenario.batch, chip)
+    )
     one_pass = parallel + serial
     # A step: every group takes one pass, each stage working on another group. With
     # no more groups than stages a group never waits for a stage, and the step is

@@ -106,6 +106,8 @@ CHIP_SCHEMA: tuple[ChipField, ...] = (
     _top("link_bandwidth_GBps", "nonneg", 1e9, ("link_bandwidth",)),
     _top("link_latency_us", "nonneg", 1e-6, ("link_latency",)),
     _top("hop_latency_us", "nonneg", 1e-6, ("hop_latency",)),
+    _top("host_step_us", "nonneg", 1e-6, ("host_step",), default=0.0),
+    _top("host_per_sequence_us", "nonneg", 1e-6, ("host_per_sequence",), default=0.0),
     # Absent peaks derive from the 16-bit one (`_derived_peaks`): their default is None
     # here only because it is not a constant.
     _top("peak_tflops_f32", "positive", 1e12, ("peak_flops",), F32, sweep="nonneg"),

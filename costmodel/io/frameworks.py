@@ -20,7 +20,14 @@ parallel unit (a GPU's SM), kB; the last entry of the log vector. Absent:
 `UNBOUNDED_IN_FLIGHT_KB`."""
 
 PROFILE_FIELDS = (*MULTIPLIERS, IN_FLIGHT)
-"""Every number of a framework profile, in the order of its log vector."""
+"""Every number of a framework profile's log vector, in its order."""
+
+HOST_FIELDS = ("host_step_us", "host_per_sequence_us")
+"""The serving stack's host time per step and per sequence per step that it does not
+hide behind the device, µs (`Chip.host_step`, `Chip.host_per_sequence`): additive,
+>= 0, and 0 when the file gives none. They replace the chip's own (a framework owns
+its host loop); fitted on serving rows (`costmodel.validate_serving.fit_host`), not
+in the log vector."""
 
 UNBOUNDED_IN_FLIGHT_KB = 1e9
 """The bytes in flight of a profile that does not bound them (1 TB per unit: no
@@ -36,8 +43,9 @@ class Framework:
         multipliers: the `PROFILE_FIELDS`, each > 0: the four `MULTIPLIERS`, then the
             bytes in flight per unit (kB; `UNBOUNDED_IN_FLIGHT_KB` when the file gives
             none).
+        host: the `HOST_FIELDS`, µs, each >= 0.
         fit: which fields the fit may move (the other multipliers stay at 1, the bytes
-            in flight unbounded).
+            in flight unbounded, the host times 0).
         fitted_on: measurement row ids the profile was fitted on.
         base: for a backend variant (e.g. `llama.cpp-metal`), the framework name a user
             asks for; the variant is used on the chips it lists.
@@ -47,6 +55,7 @@ class Framework:
 
     name: str
     multipliers: tuple[float, float, float, float, float]
+    host: tuple[float, float]
     fit: tuple[str, ...]
     fitted_on: tuple[str, ...]
     base: str | None
@@ -71,7 +80,7 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
             t,
             where,
             {k: "positive" for k in MULTIPLIERS},
-            {IN_FLIGHT: "positive"},
+            {IN_FLIGHT: "positive", **{k: "nonneg" for k in HOST_FIELDS}},
             strings=("source", "base", "description"),
             tables=("fit", "fitted_on", "chips"),
         )
@@ -82,13 +91,16 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
                 raise InputError(f"{where}: field {key!r} = {value!r}: expected a list of strings")
             lists[key] = tuple(value)
         for key in lists["fit"]:
-            if key not in PROFILE_FIELDS:
-                raise InputError(f"{where}: field 'fit' has {key!r}: expected names from {list(PROFILE_FIELDS)}")
+            if key not in PROFILE_FIELDS + HOST_FIELDS:
+                raise InputError(
+                    f"{where}: field 'fit' has {key!r}: expected names from {list(PROFILE_FIELDS + HOST_FIELDS)}"
+                )
         if not t.get("source"):
             raise InputError(f"{where}: missing field 'source' (how the profile was obtained)")
         out[name] = Framework(
             name=name,
             multipliers=(*(t[k] for k in MULTIPLIERS), t.get(IN_FLIGHT, UNBOUNDED_IN_FLIGHT_KB)),
+            host=(t.get(HOST_FIELDS[0], 0.0), t.get(HOST_FIELDS[1], 0.0)),
             fit=lists["fit"],
             fitted_on=lists["fitted_on"],
             base=t.get("base"),

@@ -1,0 +1,140 @@
+"""The serving stack's unhidden host time (`costmodel.host_seconds`): a serial term per
+step and per sequence, set by a framework profile, fitted on serving rows."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import costmodel as cm
+from costmodel import validate_serving as vs
+from costmodel.evaluation import apply_framework, apply_host
+from costmodel.io import InputError, chip_info, chip_presets
+from costmodel.io.frameworks import HOST_FIELDS, load_frameworks
+
+
+def _cost(chip, batch=16, context=2048, groups=1.0):
+    w = cm.Workload(cm.model_preset("llama-3-8b"), cm.Scenario(batch=batch, context=context, micro_batches=groups))
+    return cm.decode_cost(w, chip, cm.policy_placement("dram", cm.lower_traffic(w), chip))
+
+
+def test_closed_form_on_a_small_case(x64):
+    """host_step + host_per_sequence x batch adds to the step, and the static power
+    runs through it; bytes, FLOPs and dynamic energy are unchanged."""
+    chip = cm.chip_preset("h100-sxm")
+    base = _cost(chip)
+    hosted = _cost(chip.replace(host_step=2e-3, host_per_sequence=1e-4))
+    added = 2e-3 + 1e-4 * 16
+    assert float(hosted.seconds_per_step - base.seconds_per_step) == pytest.approx(added, rel=1e-12)
+    assert float(hosted.serial_seconds - base.serial_seconds) == pytest.approx(added, rel=1e-12)
+    assert float(hosted.static_joules - base.static_joules) == pytest.approx(float(chip.static_power) * added, rel=1e-9)
+    np.testing.assert_array_equal(np.asarray(hosted.tier_bytes), np.asarray(base.tier_bytes))
+    assert float(hosted.flops) == float(base.flops)
+    assert float(cm.host_seconds(16.0, chip.replace(host_step=2e-3, host_per_sequence=1e-4))) == pytest.approx(added)
+
+
+def test_per_pass_with_micro_batches(x64):
+    """With G groups on P >= G stages a step is one pass: the host time of one group's
+    sequences (batch / G) is in it once."""
+    chip = cm.chip_preset("h100-sxm").replace(pipeline_parallel=4)
+    base = _cost(chip, batch=16, groups=4.0)
+    hosted = _cost(chip.replace(host_step=1e-3, host_per_sequence=1e-4), batch=16, groups=4.0)
+    assert float(hosted.seconds_per_step - base.seconds_per_step) == pytest.approx(1e-3 + 1e-4 * 4, rel=1e-9)
+
+
+@pytest.mark.parametrize("name", ["h100-sxm", "groq-lpu", "hbm-pim-gpu", "m2-max-30c"])
+def test_more_host_time_never_speeds_a_step(name):
+    chip = cm.chip_preset(name)
+    times = [
+        float(_cost(chip.replace(host_step=h, host_per_sequence=p)).seconds_per_step)
+        for h, p in ((0, 0), (1e-4, 0), (1e-4, 1e-5), (1e-3, 1e-5), (1e-3, 1e-4))
+    ]
+    assert all(b >= a for a, b in zip(times, times[1:])), times
+
+
+def test_gradients_match_finite_differences(x64):
+    chip = cm.chip_preset("a100-80gb-sxm").replace(host_step=1e-3, host_per_sequence=5e-5)
+
+    def seconds(h):
+        return _cost(chip.replace(host_step=h[0], host_per_sequence=h[1]), batch=24).seconds_per_step
+
+    h = jnp.asarray([1e-3, 5e-5])
+    grad = np.asarray(jax.grad(seconds)(h))
+    eps = 1e-7
+    fd = [(float(seconds(h.at[i].add(eps))) - float(seconds(h.at[i].add(-eps)))) / (2 * eps) for i in range(2)]
+    np.testing.assert_allclose(grad, fd, rtol=1e-6)
+    np.testing.assert_allclose(grad, [1.0, 24.0], rtol=1e-9)
+
+
+def test_neutral_by_default():
+    """No preset has host time; the batch-1 profiles (fitted before the term) add none,
+    so `costmodel validate` is unchanged by it."""
+    for name in chip_presets():
+        chip = cm.chip_preset(name)
+        assert float(chip.host_step) == 0.0 and float(chip.host_per_sequence) == 0.0, name
+    frameworks = load_frameworks()
+    for name in ("native", "gpt-fast", "llama.cpp", "trt-llm", "vllm"):
+        assert frameworks[name].host == (0.0, 0.0)
+        chip = apply_framework(chip_info("h100-sxm"), name).chip
+        assert float(chip.host_step) == 0.0 and float(chip.host_per_sequence) == 0.0
+
+
+def test_serving_profiles_carry_their_fitted_host_time():
+    frameworks = load_frameworks()
+    rows = {r.id: r for r in vs.load_serving_rows()}
+    for name in ("vllm-0.6", "sglang", "nim"):
+        f = frameworks[name]
+        assert set(f.fit) == set(HOST_FIELDS) and len(f.fitted_on) == 2
+        assert all(rows[i].status == "fit" and rows[i].framework == name for i in f.fitted_on)
+        chip = apply_framework(chip_info("a100-80gb-sxm"), name).chip
+        assert float(chip.host_step) == pytest.approx(f.host[0] * 1e-6)
+        assert float(chip.host_per_sequence) == pytest.approx(f.host[1] * 1e-6)
+    # Every fit row is named by its framework's profile, and no test row is.
+    fitted = {i for f in frameworks.values() for i in f.fitted_on}
+    assert {r.id for r in rows.values() if r.status == "fit"} <= fitted
+
+
+def test_the_fit_shortcut_is_the_full_evaluation():
+    """`with_host` (host time added to a curve computed without it) equals serving
+    the row with the host time in the chip, TPOT, TTFT and batch."""
+    row = next(r for r in vs.load_serving_rows() if r.id == "sglang030-a100-llama31-8b-bf16-sharegpt-rps8")
+    host = (1500.0, 200.0)
+    quick = vs._at_load(row, *vs.with_host(row, vs._curve(row, (0.0, 0.0)), host))
+    full = vs._at_load(row, *vs._curve(row, host))
+    assert quick.tpot_ms == pytest.approx(full.tpot_ms, rel=1e-5)
+    assert quick.ttft_ms == pytest.approx(full.ttft_ms, rel=1e-5)
+    assert quick.batch == pytest.approx(full.batch, rel=1e-5)
+
+
+def test_apply_host_replaces_the_chips_own():
+    chip = cm.chip_preset("h100-sxm").replace(host_step=9e-3)
+    out = apply_host(chip, (100.0, 10.0))
+    assert float(out.host_step) == pytest.approx(1e-4) and float(out.host_per_sequence) == pytest.approx(1e-5)
+
+
+def test_bad_host_fields_and_unknown_serving_frameworks_are_one_line(tmp_path):
+    from costmodel.io.frameworks import load_frameworks as load
+
+    bad = tmp_path / "frameworks.toml"
+    bad.write_text(
+        "[frameworks.x]\nmemory_efficiency = 1.0\ncompute_efficiency = 1.0\nkernel_overhead = 1.0\n"
+        'link_latency = 1.0\nhost_step_us = -5\nsource = "t"\n'
+    )
+    with pytest.raises(InputError, match="host_step_us"):
+        load(bad)
+    bad.write_text(bad.read_text().replace("host_step_us = -5\n", 'fit = ["host_time"]\n'))
+    with pytest.raises(InputError, match="host_time"):
+        load(bad)
+    rows = vs.serving_table_path().read_text()
+    table = tmp_path / "serving.toml"
+    table.write_text(rows.replace('framework = "sglang"', 'framework = "sglang-9"', 1))
+    with pytest.raises(InputError, match=r"field 'framework' = 'sglang-9'"):
+        vs.load_serving_rows(table)
+
+
+def test_chip_files_write_the_host_fields():
+    from costmodel.io.chips import chip_table
+
+    chip = cm.chip_preset("h100-sxm").replace(host_step=1.5e-3, host_per_sequence=2e-4)
+    table = chip_table(chip, name="t", source="test", placement="dram", max_chips=8)
+    assert table["host_step_us"] == pytest.approx(1500.0) and table["host_per_sequence_us"] == pytest.approx(200.0)
