@@ -75,6 +75,7 @@ class ServingRow:
     tag: str
     source: str
     conditions: str
+    blind: str = ""
 
 
 def serving_table_path() -> Path:
@@ -123,6 +124,7 @@ def load_serving_rows(path: Path | str | None = None) -> list[ServingRow]:
                 "tag",
                 "source",
                 "conditions",
+                "blind",
             ),
         )
         for key in ("id", "status", "chip", "framework", "model", "weights", "kv", "source"):
@@ -186,6 +188,7 @@ def load_serving_rows(path: Path | str | None = None) -> list[ServingRow]:
                 tag=t.get("tag", ""),
                 source=t["source"],
                 conditions=t.get("conditions", ""),
+                blind=t.get("blind", ""),
             )
         )
     return out
@@ -360,24 +363,29 @@ def evaluate_serving_rows(rows: list[ServingRow]) -> list[ServingResult]:
 
 def summary(results: list[ServingResult]) -> dict[str, Any]:
     """Median and p90 absolute error of each scored figure over the test rows, and of
-    both together (the goal's figure)."""
+    both together (the goal's figure); the same over the blind rows alone (`blind`:
+    added after the last change to the model and scored once) under "blind"."""
     test = [r for r in results if r.row.status == "test"]
-    out: dict[str, Any] = {"target": TARGET, "test_rows": len(test)}
+    out: dict[str, Any] = {"target": TARGET, "test_rows": len(test), **_figures(test)}
+    blind = [r for r in test if r.row.blind]
+    out["blind"] = {"test_rows": len(blind), **_figures(blind)}
+    return out
+
+
+def _figures(test: list[ServingResult]) -> dict[str, Any]:
+    stats = lambda errs: (
+        {"n": len(errs), "median": float(np.median(errs)), "p90": float(np.percentile(errs, 90))}
+        if errs
+        else {"n": 0, "median": math.nan, "p90": math.nan}
+    )
+    out: dict[str, Any] = {}
     pooled: list[float] = []
     for key in ("tpot_ms", "output_tokens_per_second", "ttft_ms"):
         errs = [abs(r.errors()[key]) for r in test if key in r.errors()]
         if key != "ttft_ms":
             pooled += errs
-        out[key] = (
-            {"n": len(errs), "median": float(np.median(errs)), "p90": float(np.percentile(errs, 90))}
-            if errs
-            else {"n": 0, "median": math.nan, "p90": math.nan}
-        )
-    out["scored"] = {
-        "n": len(pooled),
-        "median": float(np.median(pooled)) if pooled else math.nan,
-        "p90": float(np.percentile(pooled, 90)) if pooled else math.nan,
-    }
+        out[key] = stats(errs)
+    out["scored"] = stats(pooled)
     return out
 
 
@@ -387,6 +395,7 @@ def serving_record(r: ServingResult) -> dict[str, Any]:
     return {
         "id": row.id,
         "status": row.status,
+        "blind": row.blind,
         "reason": row.reason,
         "system": f"{row.chips} x {row.chip} (TP {row.tensor_parallel} x PP {row.pipeline_parallel})",
         "framework": row.framework,

@@ -48,6 +48,17 @@ def test_shipped_table_loads_and_every_scored_row_has_a_load():
     assert all(r.prompt_tokens and (r.concurrency or r.request_rate) for r in test)
     assert all(r.source and r.conditions for r in rows)
     assert all(r.reason for r in rows if r.status == "reference")
+    blind = [r for r in rows if r.blind]
+    assert len(blind) >= 30 and all(r.status == "test" for r in blind)
+
+
+def test_summary_reports_the_blind_rows_apart(tmp_path):
+    path = _table(tmp_path, "concurrency = 4", "concurrency = 64")
+    path.write_text(path.read_text().replace('status = "test"\n', 'status = "test"\nblind = "2026-12-04"\n', 1))
+    results = vs.evaluate_serving_rows(vs.load_serving_rows(path))
+    s = vs.summary(results)
+    assert s["test_rows"] == 2 and s["blind"]["test_rows"] == 1
+    assert s["blind"]["tpot_ms"]["median"] == pytest.approx(abs(results[0].errors()["tpot_ms"]))
 
 
 def test_closed_loop_throughput_is_littles_law(tmp_path):

@@ -153,7 +153,7 @@ def _cmd_validate_serving(args: argparse.Namespace) -> int:
 
             t.add_row(
                 r.row.id,
-                r.row.status,
+                r.row.status + (" (blind)" if r.row.blind else ""),
                 rec["load"],
                 f"{r.batch:.1f}" + ("*" if r.overloaded else ""),
                 "-" if r.row.tpot_ms is None else f"{r.row.tpot_ms:.3g}",
@@ -171,6 +171,14 @@ def _cmd_validate_serving(args: argparse.Namespace) -> int:
             f"{vs.TARGET:.0%}. TTFT is shown, not scored (queueing is not modelled). * = the load exceeds what "
             "the instance holds or keeps up with"
         )
+        b = summary["blind"]
+        if b["test_rows"]:
+            print(
+                f"of which {b['test_rows']} blind rows (added after the last change to the model, scored once): TPOT "
+                f"{b['tpot_ms']['median']:.1%} (n {b['tpot_ms']['n']}), throughput "
+                f"{b['output_tokens_per_second']['median']:.1%} (n {b['output_tokens_per_second']['n']}), both "
+                f"{b['scored']['median']:.1%} (p90 {b['scored']['p90']:.1%})"
+            )
     if args.check and not summary["scored"]["median"] <= vs.TARGET:
         print(
             f"costmodel validate --serving: median APE {summary['scored']['median']:.1%} above {vs.TARGET:.0%}",
