@@ -99,6 +99,7 @@ from .io import (
     InputError as InputError,
     chip_info as chip_info,
     chip_preset as chip_preset,
+    context_distribution as context_distribution,
     economics_preset as economics_preset,
     load_model as load_model,
     make_scenario as make_scenario,

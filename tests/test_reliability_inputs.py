@@ -73,6 +73,9 @@ _MIX = tomllib.loads((DATA / "workloads.toml").read_text())
 _ROWS = {"rows": tomllib.loads((DATA / "measurements" / "measurements.toml").read_text())["rows"][:6]}
 _FRAMEWORKS = tomllib.loads((DATA / "frameworks.toml").read_text())
 _SERVING = {"rows": tomllib.loads((DATA / "measurements" / "serving.toml").read_text())["rows"][:6]}
+_CONTEXTS = {
+    "distributions": dict(list(tomllib.loads((DATA / "contexts.toml").read_text())["distributions"].items())[:2])
+}
 _SERVING_KNOWN = {f.name for f in dataclasses.fields(validate_serving.ServingRow)} | {"rows"}
 _SPECS = {p.stem: tomllib.loads(p.read_text()) for p in sorted((DATA / "sweeps").glob("*.toml"))}
 _HF = {
@@ -240,6 +243,22 @@ def test_measurement_table_fuzz(case):
 
 
 @FUZZ
+@given(mutated(_CONTEXTS))
+def test_context_distributions_fuzz(case):
+    doc, op, path = case
+    file = _write("contexts.toml", dump_toml(doc))
+    status, value = outcome("context distributions", lambda: io.load_context_distributions(file), file)
+    known = {k for d in _CONTEXTS["distributions"].values() for k in d}
+    top = len(path) == 1 and path[0] != "distributions"
+    if op == "add" and (top or (len(path) == 3 and path[-1] not in known)):
+        assert status == "error" and repr(path[-1]) in value, f"unknown field {path[-1]!r} accepted: {value}"
+    if status == "ok":
+        for d in value.values():
+            assert abs(math.fsum(d.shares) - 1) <= 1e-6 and len(d.shares) == len(d.lengths)
+            assert all(n > 0 for n in d.lengths) and d.mean_context > 0
+
+
+@FUZZ
 @given(mutated(_SERVING))
 def test_serving_table_fuzz(case):
     doc, op, path = case
@@ -276,6 +295,7 @@ _STRICT = {
     "measurement table": (validate.load_rows, "toml", [(), ("rows", 0)], _ROWS),
     "framework profiles": (validate.load_frameworks, "toml", [(), ("frameworks", "vllm")], _FRAMEWORKS),
     "serving table": (validate_serving.load_serving_rows, "toml", [(), ("rows", 0)], _SERVING),
+    "context distributions": (io.load_context_distributions, "toml", [(), ("distributions", "sharegpt")], _CONTEXTS),
 }
 
 
@@ -314,6 +334,7 @@ _FILE_LOADERS = {
     "measurement table": ("x.toml", validate.load_rows),
     "framework profiles": ("x.toml", validate.load_frameworks),
     "serving table": ("x.toml", validate_serving.load_serving_rows),
+    "context distributions": ("x.toml", io.load_context_distributions),
 }
 _BYTES = st.one_of(
     st.binary(max_size=200),
@@ -464,6 +485,7 @@ def test_counts_reported(capsys):
         "measurement table",
         "framework profiles",
         "serving table",
+        "context distributions",
         "sweep manifest",
         "trace CSV",
         "llama-bench JSON",

@@ -71,11 +71,14 @@ FRACTION_SUM_TOLERANCE = 1e-6
 """How far from 1 the entries of a fraction vector may sum (decimal rounding of typed shares)."""
 
 
-def context_mix(text: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
+def context_mix(text: str) -> tuple[tuple[float, ...], tuple[float, ...]] | str:
     """An argparse type: a histogram of context lengths, `TOKENS:SHARE,...` (`--context-mix
     1024:0.5,8192:0.4,65536:0.1`): each length a whole number of tokens >= 0, each share
     in [0, 1], the shares summing to 1 (the one check of a fraction vector's sum,
-    `FRACTION_SUM_TOLERANCE`). Returns (lengths, shares)."""
+    `FRACTION_SUM_TOLERANCE`). Returns (lengths, shares); or the name of a distribution
+    of `data/contexts.toml` (no `:` in it), returned as it is and checked on use."""
+    if ":" not in text and "," not in text:
+        return text
     expected = "TOKENS:SHARE pairs, comma-separated, tokens whole numbers >= 0, shares in [0, 1] summing to 1"
     lengths, shares = [], []
     for part in text.split(","):

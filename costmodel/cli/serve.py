@@ -53,9 +53,11 @@ def add_commands(sub) -> None:
         "--context-mix",
         type=context_mix,
         default=None,
-        metavar="TOKENS:SHARE,...",
-        help="the batch's contexts as a histogram instead of one --context, e.g. 1024:0.5,8192:0.4,65536:0.1 "
-        "(shares of the sequences, summing to 1; the mean context is their weighted mean)",
+        metavar="NAME|TOKENS:SHARE,...",
+        help="the batch's contexts as a histogram instead of one --context: a named distribution of real "
+        "traffic (data/contexts.toml: sharegpt, azure-conversation, azure-code, long-document, "
+        "mooncake-conversation, mooncake-synthetic), or bins such as 1024:0.5,8192:0.4,65536:0.1 (shares of "
+        "the sequences, summing to 1); the mean context is their weighted mean",
     )
     p.add_argument("--weights", default="bf16", help="weight format (default bf16)")
     p.add_argument("--kv", default="bf16", help="KV-cache format (default bf16)")
@@ -88,14 +90,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
         info = apply_framework(info, args.framework)
     econ, _, note = economics_from_args(args, args.chip)
     mix, context = None, 4096.0 if args.context is None else args.context
+    contexts = f"context {context:g}"
     if args.context_mix is not None:
         if args.context is not None:
             raise InputError(f"--context {args.context:g} and --context-mix: give one (the mix sets the mean context)")
         from .._core.workload import ContextMix
 
-        lengths, shares = args.context_mix
+        if isinstance(args.context_mix, str):
+            from ..io import context_distribution
+
+            named = context_distribution(args.context_mix)
+            lengths, shares = named.lengths, named.shares
+            label = f"{named.name} mix"
+        else:
+            lengths, shares = args.context_mix
+            label = f"{len(lengths)}-bin mix"
         context = sum(n * s for n, s in zip(lengths, shares))
         mix = ContextMix.of(lengths, shares)
+        contexts = f"contexts: {label}, mean {context:,.0f}"
     tpot = None if args.tpot_ms is None else args.tpot_ms * 1e-3
     ttft = None if args.ttft_ms is None else args.ttft_ms * 1e-3
     s = serve(
@@ -136,6 +148,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     "chips": s.chips,
                     "tpot_target_seconds": s.tpot_target,
                     "ttft_target_seconds": s.ttft_target,
+                    "context": context,
+                    "context_mix": None if mix is None else args.context_mix,
                     "best": None if s.best is None else dataclasses.asdict(s.best),
                     "economics": note,
                     "points": [dataclasses.asdict(p) for p in s.points],
@@ -143,11 +157,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
             )
         )
     else:
-        _print(s, note)
+        _print(s, note, contexts)
     return 0
 
 
-def _print(s, note: str) -> None:
+def _print(s, note: str, contexts: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -157,7 +171,7 @@ def _print(s, note: str) -> None:
     target = "no TPOT target" if s.tpot_target is None else f"TPOT <= {s.tpot_target * 1e3:g} ms"
     if s.ttft_target is not None:
         target += f", TTFT <= {s.ttft_target * 1e3:g} ms"
-    console.print(f"[bold]{s.model}[/bold] on {s.chips} x {s.chip}, {target} ({note})")
+    console.print(f"[bold]{s.model}[/bold] on {s.chips} x {s.chip}, {contexts}, {target} ({note})")
     t = Table(
         "split",
         "best batch",

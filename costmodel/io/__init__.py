@@ -3,7 +3,8 @@
 Model presets and Hugging Face `config.json` files (`models`), chip presets and chip
 files (`chips`), technology constants (`tech`), cost constants (`economics`), number
 formats (`formats`), scenarios and workload mixes (`scenarios`), serving-framework
-profiles (`frameworks`) and the published measurement table (`measurements`). A bad
+profiles (`frameworks`), named context distributions (`contexts`) and the published
+measurement table (`measurements`). A bad
 value raises `InputError` naming the file, the field, the value and what was
 expected (`schema.check_table`); the core never sees a raw dict.
 """
@@ -22,6 +23,11 @@ from .chips import (
     chip_preset as chip_preset,
     chip_presets as chip_presets,
     chip_table as chip_table,
+)
+from .contexts import (
+    ContextDistribution as ContextDistribution,
+    context_distribution as context_distribution,
+    load_context_distributions as load_context_distributions,
 )
 from .economics import (
     JOULES_PER_KWH as JOULES_PER_KWH,

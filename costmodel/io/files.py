@@ -143,6 +143,15 @@ def only_section(data: dict[str, Any], section: str, path: Path) -> Any:
     return data.get(section)
 
 
+def named_tables(path: Path, section: str) -> dict[str, Any]:
+    """The `[section.NAME]` tables of a file of named entries (framework profiles, context
+    distributions): its only section, a non-empty table, or one `InputError` naming the file."""
+    data = only_section(load_toml(path), section, path)
+    if not isinstance(data, dict) or not data:
+        raise InputError(f"{path}: expected a non-empty [{section}] table")
+    return data
+
+
 def row_tables(path: Path) -> list[Any]:
     """The `[[rows]]` array of a table file (measurements, PIM results, serving runs):
     its only section, a non-empty array, or one `InputError` naming the file."""

@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 
 from .errors import InputError
-from .files import data_dir, load_toml, only_section
+from .files import data_dir, named_tables
 from .schema import check_table
 
 
@@ -70,9 +70,7 @@ def frameworks_path() -> Path:
 def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
     """All framework profiles, validated."""
     path = Path(path) if path is not None else frameworks_path()
-    data = only_section(load_toml(path), "frameworks", path)
-    if not isinstance(data, dict) or not data:
-        raise InputError(f"{path}: expected a non-empty [frameworks] table")
+    data = named_tables(path, "frameworks")
     out = {}
     for name, t in data.items():
         where = f"{path}: frameworks.{name}"
