@@ -11,7 +11,8 @@ Each row is what `costmodel optimize --model M --batch B --context L --weights F
 to whole stacks and whole PIM dies), against the grid over the same design variables
 (compute/SRAM split in 2% steps x PIM dies per stack 0..8 x 1..6 stacks) with the
 best of the five placement policies at each point. `--budget-usd B` replaces the
-logic-die area by one dollar budget per chip.
+logic-die area by one dollar budget per chip. `--tpot-ms T` optimises the serving
+objective instead (chip-seconds per token at the best batch within the TPOT target).
 """
 
 import argparse
@@ -40,6 +41,13 @@ def main():
     p.add_argument("--grid-step", type=float, default=0.02, help="simplex step of the grid baseline")
     p.add_argument("--workloads", type=int, nargs="+", default=None, help="indices into WORKLOADS (default all)")
     p.add_argument("--budget-usd", type=float, default=None, help="one dollar budget per chip instead of 814 mm²")
+    p.add_argument(
+        "--tpot-ms",
+        type=float,
+        default=None,
+        help="the serving objective instead of latency: most tokens/s per chip within this TPOT (each "
+        "workload's batch is then chosen by the objective, its own ignored)",
+    )
     p.add_argument("--out", default=None)
     args = p.parse_args()
     chosen = [WORKLOADS[i] for i in args.workloads] if args.workloads is not None else WORKLOADS[:4]
@@ -62,6 +70,8 @@ def main():
                 n_stacks="auto",
                 tech="N5",
                 profile=args.profile,
+                objective="latency" if args.tpot_ms is None else "serving",
+                tpot_target=None if args.tpot_ms is None else args.tpot_ms * 1e-3,
             )
             r = codesign_report(problem, names, seed=seed, grid_step=args.grid_step)
             a, b = r["design"], r["baseline"]["design"]
@@ -74,6 +84,8 @@ def main():
                 "profile": args.profile,
                 "budget": r["budget"],
                 "grid_step": args.grid_step,
+                "objective_name": r["objective_name"],
+                "tpot_target_seconds": r["tpot_target_seconds"],
                 **{
                     k: r[k]
                     for k in (

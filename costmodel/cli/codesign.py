@@ -63,7 +63,19 @@ def add_commands(sub) -> None:
     p.add_argument(
         "--system", default="h100-sxm", help="chip preset whose links, overheads and efficiencies the design shares"
     )
-    p.add_argument("--objective", choices=OBJECTIVES, default="latency")
+    p.add_argument(
+        "--objective",
+        choices=OBJECTIVES,
+        default="latency",
+        help="latency (s per step), energy (J per token), cost (USD per token), or serving: the most tokens/s "
+        "per chip within --tpot-ms, each mix point at its best batch (default latency)",
+    )
+    p.add_argument(
+        "--tpot-ms",
+        type=positive_number,
+        default=None,
+        help="the serving objective's time-per-output-token target, ms",
+    )
     p.add_argument(
         "--power-cap", type=positive_number, default=None, help="W per chip: optimise the sustained figures under it"
     )
@@ -115,6 +127,7 @@ def run_optimize(args: argparse.Namespace, progress: Callable[[int], None] | Non
             system=args.system,
             objective=args.objective,
             power_cap=args.power_cap,
+            tpot_target=None if args.tpot_ms is None else args.tpot_ms * 1e-3,
         )
     except InputError as e:
         # One line, as every error: the deprecation goes into it.
@@ -201,6 +214,9 @@ def _print(r: dict[str, Any]) -> None:
     rows = design_rows(r["design"])
     base_rows = design_rows(base["design"]) if base else None
     t.add_row("objective", f"{r['objective']:.5g}", f"{base['objective']:.5g}" if base else "—")
+    if r["objective_name"] == "serving":  # chip-seconds per token: its inverse is what a buyer reads
+        rate = lambda x: f"{1 / x:,.0f}" if x > 0 else "—"
+        t.add_row("  tokens/s per chip", rate(r["objective"]), rate(base["objective"]) if base else "—")
     t.add_row("evaluations", str(r["evaluations"]), str(base["evaluations"]) if base else "—")
     t.add_row("seconds", f"{r['seconds']:.2f}", f"{base['seconds']:.2f}" if base else "—")
     for k, (label, value) in enumerate(rows):

@@ -27,6 +27,7 @@ from .problem import (
     DRAM_HEADROOM as DRAM_HEADROOM,
     MAX_SYSTEM_CHIPS as MAX_SYSTEM_CHIPS,
     OBJECTIVES as OBJECTIVES,
+    SERVING_BATCHES as SERVING_BATCHES,
     Problem as Problem,
     build_problem as build_problem,
     design_chip as design_chip,
@@ -35,5 +36,7 @@ from .problem import (
     evaluate_design as evaluate_design,
     make_problem as make_problem,
     mix_workloads as mix_workloads,
+    point_metric as point_metric,
+    serving_metric as serving_metric,
 )
 from .result import DesignStatus as DesignStatus, Result as Result, describe as describe

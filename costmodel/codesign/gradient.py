@@ -44,7 +44,7 @@ class _Params(eqx.Module):
 
 def _loss(params: _Params, problem: Problem, temperature, penalty):
     placements = soft_placement(params.placement_logits, temperature)
-    objective, overflow, _ = evaluate_design(problem, params.area_logits, placements)
+    objective, overflow, _ = evaluate_design(problem, params.area_logits, placements, soft=True)
     # Log objective: scale-free steps; DRAM overflow as a quadratic penalty plus a
     # linear term (the augmented-Lagrangian shape), scaled to the log objective.
     return jnp.log(objective) + penalty * (overflow + overflow**2), objective
@@ -282,7 +282,7 @@ def _fill_loss(problem: Problem, area, penalty, policy: str):
     chip = design_chip(problem, area)
     fill = lambda w: policy_placement(policy, lower_traffic(w), chip, whole_blocks=False)
     placements = jax.vmap(fill)(problem.workloads)
-    objective, overflow, _ = evaluate_design(problem, area, placements)
+    objective, overflow, _ = evaluate_design(problem, area, placements, soft=True)
     return jnp.log(objective) + penalty * (overflow + overflow**2)
 
 

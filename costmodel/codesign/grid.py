@@ -18,7 +18,7 @@ import numpy as np
 from .._core.area import design_logits
 from .._core.placement import POLICIES, policy_placement
 from .._core.traffic import lower_traffic
-from .problem import Problem, _cost, _metric, design_chip, design_of
+from .problem import Problem, design_chip, design_of, point_metric
 from .result import Result, status_of
 
 
@@ -97,8 +97,8 @@ def _policy_at(problem: Problem, area_logits, policy: str):
 
     def point(workload):
         placement = policy_placement(policy, lower_traffic(workload), chip)
-        cost = _cost(problem, workload, chip, placement)
-        return _metric(problem, cost, chip, design), cost.feasible, placement
+        metric, feasible, _ = point_metric(problem, workload, chip, placement, design)
+        return metric, feasible, placement
 
     return jax.vmap(point)(problem.workloads)
 

@@ -36,9 +36,20 @@ from ..evaluation import MAX_SYSTEM_CHIPS, resolve_profile
 from ..io import InputError, chip_info, economics_preset, load_mix, load_model, make_scenario, tech_preset
 
 
-OBJECTIVES = ("latency", "energy", "cost")
+OBJECTIVES = ("latency", "energy", "cost", "serving")
 BUDGETS = ("area", "usd")
 STACKS = ("fixed", "auto")
+
+SERVING_BATCHES = tuple(float(round(2 ** (k / 2))) for k in range(25))
+"""The batches the serving objective chooses among: half-octaves from 1 to 4,096."""
+
+SERVING_SHARPNESS = 20.0
+"""How sharply the serving objective's soft minimum picks the best batch (`serving_metric`):
+the inverse temperature of a log-sum-exp over the batches' log figures."""
+
+SERVING_PENALTY = 50.0
+"""Weight of a batch's TPOT beyond the target in the soft serving figure (on the log of
+the ratio, squared)."""
 
 DEFAULT_STACKS = 5
 """Stacks that size the system under `--stacks auto` (`design_system_chips`), as on an
@@ -65,6 +76,8 @@ class Problem(eqx.Module):
             full clock.
         budget: one of `BUDGETS`: a logic-die area (and stacks), or one dollar budget.
         stacks: one of `STACKS`: `n_stacks`, or the stack count as a design variable.
+        tpot_target: the serving objective's time-per-output-token target, s (0: none).
+        batches: `[batches]` the serving objective chooses among (`SERVING_BATCHES`).
     """
 
     workloads: Workload
@@ -76,6 +89,8 @@ class Problem(eqx.Module):
     tensor_parallel: jax.Array
     system: Chip
     econ: Economics
+    tpot_target: jax.Array
+    batches: jax.Array
     objective: str = eqx.field(static=True)
     sustained: bool = eqx.field(static=True)
     budget: str = eqx.field(static=True, default="area")
@@ -99,6 +114,8 @@ def make_problem(
     econ: Economics,
     objective: str = "latency",
     sustained: bool = False,
+    tpot_target: float | None = None,
+    batches: Sequence[float] = SERVING_BATCHES,
 ) -> Problem:
     """A `Problem` from workloads and constants.
 
@@ -113,9 +130,13 @@ def make_problem(
         econ: prices.
         objective: one of `OBJECTIVES`.
         sustained: optimise under the power cap.
+        tpot_target: the serving objective's TPOT target, s (required by it).
+        batches: the batches the serving objective chooses among.
     """
     if objective not in OBJECTIVES:
         raise ValueError(f"objective {objective!r}: expected one of {OBJECTIVES}")
+    if objective == "serving" and not (tpot_target is not None and tpot_target > 0):
+        raise ValueError(f"objective 'serving': tpot_target = {tpot_target!r}: expected a target > 0 s")
     w = jnp.asarray(weights, dtype=float)
     f = lambda x: jnp.asarray(x, dtype=float)
     auto = n_stacks == "auto"
@@ -129,6 +150,8 @@ def make_problem(
         tensor_parallel=f(tensor_parallel),
         system=system,
         econ=econ,
+        tpot_target=f(tpot_target or 0.0),
+        batches=f(batches),
         objective=objective,
         sustained=sustained,
         budget="usd" if budget_usd is not None else "area",
@@ -203,9 +226,72 @@ def _metric(problem: Problem, cost: Cost, chip: Chip, design: Design):
     return token_cost(cost, chip, problem.econ, price=(design.chip_usd, design.die_usd)).usd_per_token
 
 
-def evaluate_design(problem: Problem, area_logits, placements):
+def point_metric(problem: Problem, workload: Workload, chip: Chip, placement, design: Design, soft: bool = False):
+    """One mix point's figure of merit on a design: (metric, feasible, cost).
+
+    For the step objectives, `_metric` of the point's step. For `serving`, the point is
+    served at every batch of `Problem.batches` and the figure is chip-seconds per
+    token, `chips x TPOT / (batch x tokens per step)` (1 / tokens per second per chip),
+    at the best batch that fits and meets the TPOT target (`serving_metric`); the cost
+    is that batch's, feasible when some batch fits and meets the target.
+    """
+    if problem.objective != "serving":
+        cost = _cost(problem, workload, chip, placement)
+        return _metric(problem, cost, chip, design), cost.feasible, cost
+    at = lambda b: _cost(problem, eqx.tree_at(lambda w: w.scenario.batch, workload, b), chip, placement)
+    costs = jax.vmap(at)(problem.batches)
+    metric, best = serving_metric(
+        costs.seconds_per_step,
+        problem.batches * workload.profile.accepted,
+        chip.n_chips,
+        costs.feasible,
+        costs.overflow_bytes / jnp.sum(costs.stored_bytes, axis=-1),
+        problem.tpot_target,
+        soft,
+    )
+    # Feasible: some batch fits and meets the target (the chosen batch's cost says so).
+    meets = jnp.any(costs.feasible & (costs.seconds_per_step <= problem.tpot_target))
+    cost = eqx.tree_at(lambda c: c.feasible, jax.tree.map(lambda x: x[best], costs), meets)
+    return metric, meets, cost
+
+
+def serving_metric(tpot, tokens_per_step, chips, feasible, overflow, target, soft: bool = False):
+    """Chip-seconds per token at the best batch that meets a TPOT target, and its index.
+
+    Args:
+        tpot: `[batches]` step time at each batch, s.
+        tokens_per_step: `[batches]` tokens each step emits (batch x accepted).
+        chips: chips in the system.
+        feasible: `[batches]` whether the batch fits in memory.
+        overflow: `[batches]` the bytes beyond DRAM's capacity, as a fraction of
+            those stored (0 where the batch fits).
+        target: the TPOT target, s.
+        soft: a smooth figure for gradients instead of the hard minimum: a soft
+            minimum (`SERVING_SHARPNESS`) of the batches' log figures, each raised by
+            `SERVING_PENALTY x (log(tpot / target)² + overflow + overflow²)` beyond the
+            target and the memory (smooth in the design, so the gradient sees a batch
+            come to fit or meet the target).
+
+    Returns:
+        (figure, index of the best batch). With no batch meeting the target the hard
+        figure is inf, the soft one finite (the penalty's gradient points to faster
+        designs).
+    """
+    per_token = chips * tpot / tokens_per_step
+    ok = feasible & (tpot <= target)
+    best = jnp.argmin(jnp.where(ok, per_token, jnp.inf))
+    if not soft:
+        return jnp.where(jnp.any(ok), per_token[best], jnp.inf), best
+    late = jnp.maximum(jnp.log(tpot / target), 0.0)
+    score = jnp.log(per_token) + SERVING_PENALTY * (late**2 + overflow + overflow**2)
+    soft_min = -jax.nn.logsumexp(-SERVING_SHARPNESS * score) / SERVING_SHARPNESS
+    return jnp.exp(soft_min), best
+
+
+def evaluate_design(problem: Problem, area_logits, placements, soft: bool = False):
     """The mix objective of one design (a vector of `DESIGN_VARIABLES`): weighted mean
-    of the per-point metric.
+    of the per-point metric (`point_metric`; `soft`: the serving objective's smooth
+    figure, for gradients).
 
     Returns:
         (objective, overflow, per-point costs), where overflow is what the placement
@@ -216,8 +302,9 @@ def evaluate_design(problem: Problem, area_logits, placements):
     """
     design = design_of(problem, area_logits)
     chip = design_chip(problem, area_logits, design)
-    costs = jax.vmap(lambda w, p: _cost(problem, w, chip, p))(problem.workloads, placements)
-    metric = jax.vmap(lambda c: _metric(problem, c, chip, design))(costs)
+    metric, _, costs = jax.vmap(lambda w, p: point_metric(problem, w, chip, p, design, soft))(
+        problem.workloads, placements
+    )
     objective = jnp.sum(problem.weights * metric)
     stored = jax.vmap(lambda w: lower_traffic(w).stored_bytes)(problem.workloads)  # [points, classes]
     asked = jnp.einsum("pct,pc->pt", placements, stored) / chip.n_chips
@@ -352,6 +439,7 @@ def build_problem(
     objective: str = "latency",
     power_cap: float | None = None,
     profile: str | AccessProfile = "dense",
+    tpot_target: float | None = None,
 ) -> tuple[Problem, list[str]]:
     """The co-design problem for a model (or a mix) under a budget, from names and numbers.
 
@@ -371,6 +459,10 @@ def build_problem(
         system: chip preset whose links, overheads and efficiencies the design shares.
         objective: one of `OBJECTIVES`.
         power_cap: W per chip: optimise the sustained figures under it (None: at full clock).
+        tpot_target: the `serving` objective's time-per-output-token target, s: the
+            design that serves the most tokens per second per chip within it, each
+            mix point at its best batch of `SERVING_BATCHES` (the point's own batch
+            is ignored). Only with that objective.
 
     Returns:
         (problem, the mix points' names).
@@ -381,6 +473,11 @@ def build_problem(
             workload needs with the smallest die and the package, or a mix that no
             system of at most `MAX_SYSTEM_CHIPS` holds (each in one line).
     """
+    if (objective == "serving") != (tpot_target is not None):
+        raise InputError(
+            f"--objective {objective} with --tpot-ms {'none' if tpot_target is None else f'{tpot_target * 1e3:g}'}: "
+            "expected a TPOT target with the serving objective, and with it only"
+        )
     points = mix_workloads(
         mix, model=model, batch=batch, context=context, prefix=prefix, weights=weights, kv=kv, profile=profile
     )
@@ -433,5 +530,6 @@ def build_problem(
         econ=econ,
         objective=objective,
         sustained=power_cap is not None,
+        tpot_target=tpot_target,
     )
     return problem, [name for name, _, _ in points]

@@ -10,7 +10,12 @@ from .. import codesign
 from ..io import InputError
 
 
-UNITS = {"latency": "s per step", "energy": "J per token", "cost": "USD per token"}
+UNITS = {
+    "latency": "s per step",
+    "energy": "J per token",
+    "cost": "USD per token",
+    "serving": "chip-s per token at the TPOT target",
+}
 """Unit of each co-design objective (`codesign.OBJECTIVES`)."""
 
 
@@ -48,6 +53,7 @@ def codesign_report(
     report: dict[str, Any] = {
         "objective_name": problem.objective,
         "objective_units": UNITS[problem.objective],
+        "tpot_target_seconds": float(problem.tpot_target) if problem.objective == "serving" else None,
         "sustained": problem.sustained,
         "mix": names,
         "chips": int(problem.tensor_parallel),
