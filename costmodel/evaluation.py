@@ -459,9 +459,10 @@ def apply_host(chip: Chip, host_us) -> Chip:
 
 def apply_framework(info: ChipInfo, framework: str) -> ChipInfo:
     """A `ChipInfo` whose chip has the framework profile applied (for `evaluate`): its
-    multipliers and kernel concurrency (`apply_multipliers`), and its host time
-    (`apply_host`)."""
+    multipliers and kernel concurrency (`apply_multipliers`), its host time
+    (`apply_host`), and its scheduler's batch cap (`ChipInfo.max_batch`, for `serve`)."""
     f = resolve_framework(framework, info.name)
     chip = apply_multipliers(info.chip, jnp.log(jnp.asarray(f.multipliers, dtype=float)))
     chip = apply_host(chip, f.host)
-    return dataclasses.replace(info, chip=chip, label=f"{info.label or info.name} ({f.name})")
+    cap = info.max_batch if f.max_batch is None else f.max_batch
+    return dataclasses.replace(info, chip=chip, label=f"{info.label or info.name} ({f.name})", max_batch=cap)

@@ -164,7 +164,7 @@ def serve(
     Args:
         model: a model preset id, a `config.json` path, or a `Model`.
         chip: a chip preset id, a chip TOML path, or a `ChipInfo` (a framework profile
-            already applied, if any).
+            already applied, if any: a batch above its `max_batch` is infeasible).
         econ: prices for USD per million tokens.
         chips: the system size; by default the fewest chips that hold the model at
             batch 1 and have a split (`splits`).
@@ -254,6 +254,8 @@ def serve(
     tpot_s, ttft_s, tps, jpt, usd, ok = (
         np.asarray(a) for a in _grid(stack(workloads), stack(systems), econ, info.placement)
     )
+    if info.max_batch is not None:  # the engine's scheduler runs no more at once
+        ok = ok & (np.asarray([b for _, _, b in rows]) <= info.max_batch)
     pool = 0
     if prefill_chips is not None and prefill is not None:
         d = disaggregated_prefill(m, base, info, prefill, prefill_chips)

@@ -363,8 +363,9 @@ def evaluate_serving_rows(rows: list[ServingRow]) -> list[ServingResult]:
 
 def summary(results: list[ServingResult]) -> dict[str, Any]:
     """Median and p90 absolute error of each scored figure over the test rows, and of
-    both together (the goal's figure); the same over the blind rows alone (`blind`:
-    added after the last change to the model and scored once) under "blind"."""
+    both together (the goal's figure); the same over the blind check's rows alone
+    (`blind`: gathered without running the model, first scored blind; BENCHMARKS.md
+    records that score and any change made after it) under "blind"."""
     test = [r for r in results if r.row.status == "test"]
     out: dict[str, Any] = {"target": TARGET, "test_rows": len(test), **_figures(test)}
     blind = [r for r in test if r.row.blind]

@@ -138,3 +138,30 @@ def test_chip_files_write_the_host_fields():
     chip = cm.chip_preset("h100-sxm").replace(host_step=1.5e-3, host_per_sequence=2e-4)
     table = chip_table(chip, name="t", source="test", placement="dram", max_chips=8)
     assert table["host_step_us"] == pytest.approx(1500.0) and table["host_per_sequence_us"] == pytest.approx(200.0)
+
+
+def test_an_engines_batch_cap_bounds_the_served_batch():
+    """vLLM runs at most `--max-num-seqs` (256) sequences per step: `serve` keeps no
+    larger batch, and a load beyond it is served at the cap, overloaded."""
+    from costmodel.serving import serve
+
+    info = apply_framework(chip_info("h100-sxm"), "vllm-0.6")
+    assert info.max_batch == 256 and apply_framework(chip_info("h100-sxm"), "sglang").max_batch is None
+    econ = cm.economics_preset("N5")
+    s = serve("llama-3-8b", info, econ, chips=1, context=512, batches=[64, 256, 512])
+    assert {p.batch: p.feasible for p in s.points} == {64.0: True, 256.0: True, 512.0: False}
+    uncapped = serve("llama-3-8b", chip_info("h100-sxm"), econ, chips=1, context=512, batches=[512])
+    assert uncapped.points[0].feasible  # the memory holds it: only the engine's cap refuses it
+    row = next(r for r in vs.load_serving_rows() if r.id == "dstack-h100x8-tp8-vllm063-llama31-405b-fp8-sharegpt-rps32")
+    result = vs.evaluate_serving_row(row)
+    assert result.overloaded and result.batch <= 256
+
+
+def test_a_bad_batch_cap_is_one_line(tmp_path):
+    bad = tmp_path / "frameworks.toml"
+    bad.write_text(
+        "[frameworks.x]\nmemory_efficiency = 1.0\ncompute_efficiency = 1.0\nkernel_overhead = 1.0\n"
+        'link_latency = 1.0\nmax_batch = 0.5\nsource = "t"\n'
+    )
+    with pytest.raises(InputError, match="max_batch"):
+        load_frameworks(bad)

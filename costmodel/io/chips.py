@@ -312,7 +312,10 @@ def chip_file_text(table: dict[str, Any], comments: Sequence[str] = ()) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class ChipInfo:
-    """A chip with what is not part of the pytree: how its system places data."""
+    """A chip with what is not part of the pytree: how its system places data, and
+    (`max_batch`) the most sequences its serving engine runs at once: a framework's
+    scheduler cap (vLLM's `--max-num-seqs`), set by `apply_framework`; None: only the
+    memory limits the batch (`costmodel.serving.serve`)."""
 
     chip: Chip
     placement: str
@@ -320,6 +323,7 @@ class ChipInfo:
     name: str
     source: str
     label: str = ""
+    max_batch: int | None = None
 
 
 def chip_presets() -> dict[str, dict[str, Any]]:

@@ -44,6 +44,8 @@ class Framework:
             bytes in flight per unit (kB; `UNBOUNDED_IN_FLIGHT_KB` when the file gives
             none).
         host: the `HOST_FIELDS`, µs, each >= 0.
+        max_batch: the most sequences the engine's scheduler runs in one step (vLLM's
+            `--max-num-seqs`), or None (no cap but the memory).
         fit: which fields the fit may move (the other multipliers stay at 1, the bytes
             in flight unbounded, the host times 0).
         fitted_on: measurement row ids the profile was fitted on.
@@ -56,6 +58,7 @@ class Framework:
     name: str
     multipliers: tuple[float, float, float, float, float]
     host: tuple[float, float]
+    max_batch: int | None
     fit: tuple[str, ...]
     fitted_on: tuple[str, ...]
     base: str | None
@@ -78,7 +81,7 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
             t,
             where,
             {k: "positive" for k in MULTIPLIERS},
-            {IN_FLIGHT: "positive", **{k: "nonneg" for k in HOST_FIELDS}},
+            {IN_FLIGHT: "positive", "max_batch": "count", **{k: "nonneg" for k in HOST_FIELDS}},
             strings=("source", "base", "description"),
             tables=("fit", "fitted_on", "chips"),
         )
@@ -99,6 +102,7 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
             name=name,
             multipliers=(*(t[k] for k in MULTIPLIERS), t.get(IN_FLIGHT, UNBOUNDED_IN_FLIGHT_KB)),
             host=(t.get(HOST_FIELDS[0], 0.0), t.get(HOST_FIELDS[1], 0.0)),
+            max_batch=int(t["max_batch"]) if "max_batch" in t else None,
             fit=lists["fit"],
             fitted_on=lists["fitted_on"],
             base=t.get("base"),
