@@ -463,6 +463,7 @@ def apply_framework(info: ChipInfo, framework: str) -> ChipInfo:
     (`apply_host`), and its scheduler's batch cap (`ChipInfo.max_batch`, for `serve`)."""
     f = resolve_framework(framework, info.name)
     chip = apply_multipliers(info.chip, jnp.log(jnp.asarray(f.multipliers, dtype=float)))
-    chip = apply_host(chip, f.host)
+    if f.host is not None:
+        chip = apply_host(chip, f.host)
     cap = info.max_batch if f.max_batch is None else f.max_batch
     return dataclasses.replace(info, chip=chip, label=f"{info.label or info.name} ({f.name})", max_batch=cap)

@@ -153,7 +153,8 @@ def evaluate_rows(rows: list[Row] | None = None, frameworks: dict[str, Framework
     for row in rows:
         prepared, _ = prepare(row)
         f = resolve_framework(row.framework, row.chip, frameworks)
-        prepared = eqx.tree_at(lambda p: p.chip, prepared, apply_host(prepared.chip, f.host))
+        if f.host is not None:
+            prepared = eqx.tree_at(lambda p: p.chip, prepared, apply_host(prepared.chip, f.host))
         name, logm = _log_multipliers(row, frameworks)
         value = float(_predict_jit(prepared, logm))
         tp, pp = int(prepared.chip.tensor_parallel), int(prepared.chip.pipeline_parallel)

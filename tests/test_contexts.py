@@ -78,3 +78,25 @@ def test_cli_takes_a_name_and_refuses_an_unknown_one(capsys):
     assert main([*args, "--context-mix", "sharegpt-v3"]) == 2
     err = capsys.readouterr().err
     assert "'sharegpt-v3'" in err and "mooncake-conversation" in err and "Traceback" not in err
+    assert "contexts.toml" in err and "TOKENS:SHARE" in err
+
+
+def test_a_named_mix_differs_from_its_mean_where_attention_is_not_linear():
+    """gemma-2's sliding-window layers read at most 4,096 tokens: a long-tailed mix reads
+    less KV than one context at its mean, so the mix is not its mean there."""
+    d = cm.context_distribution("mooncake-conversation")
+    model, chip = cm.model_preset("gemma-2-9b"), cm.chip_preset("h100-sxm")
+
+    def seconds(mix):
+        w = cm.Workload(model, cm.Scenario(batch=4, context=d.mean_context), mix=mix)
+        return float(cm.decode_cost(w, chip, cm.policy_placement("dram", cm.lower_traffic(w), chip)).seconds_per_step)
+
+    assert seconds(d.mix()) < 0.99 * seconds(None)
+
+
+def test_edges_must_increase_one_per_bin(tmp_path):
+    text = contexts_path().read_text().replace("bin_lower_edges = [0, 256,", "bin_lower_edges = [256, 0,", 1)
+    path = tmp_path / "contexts.toml"
+    path.write_text(text)
+    with pytest.raises(InputError, match="bin_lower_edges"):
+        load_context_distributions(path)

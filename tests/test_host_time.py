@@ -1,6 +1,8 @@
 """The serving stack's unhidden host time (`costmodel.host_seconds`): a serial term per
 step and per sequence, set by a framework profile, fitted on serving rows."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -74,7 +76,7 @@ def test_neutral_by_default():
         assert float(chip.host_step) == 0.0 and float(chip.host_per_sequence) == 0.0, name
     frameworks = load_frameworks()
     for name in ("native", "gpt-fast", "llama.cpp", "trt-llm", "vllm"):
-        assert frameworks[name].host == (0.0, 0.0)
+        assert frameworks[name].host is None
         chip = apply_framework(chip_info("h100-sxm"), name).chip
         assert float(chip.host_step) == 0.0 and float(chip.host_per_sequence) == 0.0
 
@@ -110,6 +112,9 @@ def test_apply_host_replaces_the_chips_own():
     chip = cm.chip_preset("h100-sxm").replace(host_step=9e-3)
     out = apply_host(chip, (100.0, 10.0))
     assert float(out.host_step) == pytest.approx(1e-4) and float(out.host_per_sequence) == pytest.approx(1e-5)
+    # A profile without host fields leaves the chip's own (`vllm`: fitted at batch 1).
+    info = dataclasses.replace(chip_info("h100-sxm"), chip=chip)
+    assert float(apply_framework(info, "vllm").chip.host_step) == pytest.approx(9e-3)
 
 
 def test_bad_host_fields_and_unknown_serving_frameworks_are_one_line(tmp_path):
@@ -138,6 +143,8 @@ def test_chip_files_write_the_host_fields():
     chip = cm.chip_preset("h100-sxm").replace(host_step=1.5e-3, host_per_sequence=2e-4)
     table = chip_table(chip, name="t", source="test", placement="dram", max_chips=8)
     assert table["host_step_us"] == pytest.approx(1500.0) and table["host_per_sequence_us"] == pytest.approx(200.0)
+    plain = chip_table(cm.chip_preset("h100-sxm"), name="t", source="test", placement="dram", max_chips=8)
+    assert "host_step_us" not in plain and "host_per_sequence_us" not in plain  # at 0: left out, as before
 
 
 def test_an_engines_batch_cap_bounds_the_served_batch():

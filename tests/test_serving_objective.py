@@ -1,6 +1,7 @@
 """The serving objective of co-design: chip-seconds per token (1 / tokens per second
 per chip) at the best batch that fits and meets a TPOT target."""
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -55,9 +56,30 @@ def test_grid_and_evaluate_design_agree_and_the_batch_is_chosen():
     assert bool(feasible[0]) and bool(cost.feasible[0])
     step = float(cost.seconds_per_step[0])
     assert step <= 0.03
-    # The chosen batch is the largest within the target on this memory-bound design.
-    batch = float(objective) ** -1 * step / float(p.tensor_parallel)
+    # The chosen batch is the largest that fits within the target: the next one misses.
+    batch = round(float(objective) ** -1 * step / float(p.tensor_parallel))
     assert batch in cd.SERVING_BATCHES and batch > 8
+    k = cd.SERVING_BATCHES.index(batch)
+    if k + 1 < len(cd.SERVING_BATCHES):
+        q = eqx.tree_at(lambda q: q.batches, p, jnp.asarray(cd.SERVING_BATCHES[k + 1 : k + 2]))
+        assert float(_policy_at(q, x, "dram")[0][0]) == np.inf
+
+
+def test_a_target_no_batch_meets(capsys):
+    """Finite soft figures and gradients, an infinite hard one, a status that names the
+    target (not the memory), and one line from the CLI."""
+    p = _problem(0.0005)
+    x = cd.design_grid(p, 0.1)[5]
+    _, _, placement = _policy_at(p, x, "dram")
+    soft = lambda v: jnp.log(cd.evaluate_design(p, v, placement, soft=True)[0])
+    assert np.isfinite(float(soft(x))) and np.all(np.isfinite(np.asarray(jax.grad(soft)(x))))
+    assert float(cd.evaluate_design(p, x, placement)[0]) == np.inf
+    base = cd.grid_baseline(p, step=0.5)
+    assert base.status == cd.DesignStatus.infeasible_target and not base.feasible
+    args = ["optimize", "--objective", "serving", "--tpot-ms", "0.5", "--restarts", "1", "--steps", "2"]
+    assert main([*args, "--refine", "0", "--no-baseline"]) == 2
+    err = capsys.readouterr().err
+    assert "--tpot-ms 0.5" in err and "ms per token" in err and "Traceback" not in err
 
 
 def test_soft_objective_gradient_matches_finite_differences(x64):

@@ -117,11 +117,6 @@ class Chip(eqx.Module):
         link_bandwidth: chip-to-chip bandwidth per direction, B/s.
         link_latency: latency of one all-reduce across the tensor-parallel group, s.
         hop_latency: latency of one pipeline hop between chips, s.
-        host_step: host time per step that the serving stack does not hide behind
-            the device's work (scheduling the next step, preparing its inputs,
-            gathering the last step's tokens), s; 0: none (`costmodel.host_seconds`).
-        host_per_sequence: host time per sequence of the batch per step that is not
-            hidden (each request's bookkeeping, sampling and detokenisation), s.
         overlap: exponent p of the p-norm that combines the memory and compute
             channels: 1 is fully serial, large p is fully overlapped (p >= 1).
         parallel_units: units that issue memory requests independently (a GPU's
@@ -134,6 +129,11 @@ class Chip(eqx.Module):
         tensor_parallel: chips each layer is split across.
         pipeline_parallel: pipeline stages the layers are split into.
         area: die area per chip, m² (0 when unknown).
+        host_step: host time per step that the serving stack does not hide behind
+            the device's work (scheduling the next step, preparing its inputs,
+            gathering the last step's tokens), s; 0: none (`costmodel.host_seconds`).
+        host_per_sequence: host time per sequence of the batch per step that is not
+            hidden (each request's bookkeeping, sampling and detokenisation), s.
 
     Names live outside the pytree (`costmodel.io.ChipInfo`), so that every chip
     shares one compiled program.
@@ -162,14 +162,14 @@ class Chip(eqx.Module):
     link_bandwidth: Scalar
     link_latency: Scalar
     hop_latency: Scalar
-    host_step: Scalar
-    host_per_sequence: Scalar
     overlap: Scalar
     parallel_units: Scalar
     bytes_in_flight: Scalar
     tensor_parallel: Scalar
     pipeline_parallel: Scalar
     area: Scalar
+    host_step: Scalar
+    host_per_sequence: Scalar
 
     @property
     def n_chips(self) -> Scalar:

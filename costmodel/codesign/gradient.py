@@ -192,7 +192,7 @@ def optimize(
         placements=placements,
         objective=objective,
         soft_objective=float(soft_obj[best]),
-        status=status_of(ok),
+        status=status_of(ok, problem),
         evaluations=evaluations,
         seconds=time.perf_counter() - t0,
         history=history[:, best],

@@ -40,16 +40,26 @@ OBJECTIVES = ("latency", "energy", "cost", "serving")
 BUDGETS = ("area", "usd")
 STACKS = ("fixed", "auto")
 
-SERVING_BATCHES = tuple(float(round(2 ** (k / 2))) for k in range(25))
-"""The batches the serving objective chooses among: half-octaves from 1 to 4,096."""
+SERVING_BATCHES = tuple(sorted({float(round(2 ** (k / 2))) for k in range(25)}))
+"""The batches the serving objective chooses among: the 24 whole half-octaves from 1 to
+4,096."""
 
 SERVING_SHARPNESS = 20.0
 """How sharply the serving objective's soft minimum picks the best batch (`serving_metric`):
 the inverse temperature of a log-sum-exp over the batches' log figures."""
 
-SERVING_PENALTY = 50.0
-"""Weight of a batch's TPOT beyond the target in the soft serving figure (on the log of
-the ratio, squared)."""
+SERVING_PENALTY = 200.0
+"""Weight of a batch's TPOT beyond the target, and of its memory overflow, in the soft
+serving figure (`serving_metric`): 5 % over the target costs more than the next
+half-octave of batch gains (0.35 in log)."""
+
+SOFT_LOG_CEILING = 60.0
+"""Largest log of the soft serving figure (exp(60) is far inside float32's range)."""
+
+SERVING_KNEE = 0.1
+"""Overshoot, in log(TPOT / target), beyond which the soft serving figure's penalty grows
+linearly, not quadratically: an unreachable target keeps a finite figure and a gradient
+towards faster designs."""
 
 DEFAULT_STACKS = 5
 """Stacks that size the system under `--stacks auto` (`design_system_chips`), as on an
@@ -230,8 +240,9 @@ def point_metric(problem: Problem, workload: Workload, chip: Chip, placement, de
     """One mix point's figure of merit on a design: (metric, feasible, cost).
 
     For the step objectives, `_metric` of the point's step. For `serving`, the point is
-    served at every batch of `Problem.batches` and the figure is chip-seconds per
-    token, `chips x TPOT / (batch x tokens per step)` (1 / tokens per second per chip),
+    served at every batch of `Problem.batches` (the point's own batch still sizes the
+    system and is where `evaluate_design` checks the placement's asks against the
+    capacities) and the figure is chip-seconds per token, `chips x TPOT / (batch x tokens per step)` (1 / tokens per second per chip),
     at the best batch that fits and meets the TPOT target (`serving_metric`); the cost
     is that batch's, feasible when some batch fits and meets the target.
     """
@@ -268,9 +279,10 @@ def serving_metric(tpot, tokens_per_step, chips, feasible, overflow, target, sof
         target: the TPOT target, s.
         soft: a smooth figure for gradients instead of the hard minimum: a soft
             minimum (`SERVING_SHARPNESS`) of the batches' log figures, each raised by
-            `SERVING_PENALTY x (log(tpot / target)² + overflow + overflow²)` beyond the
-            target and the memory (smooth in the design, so the gradient sees a batch
-            come to fit or meet the target).
+            `SERVING_PENALTY x (h(log(tpot / target)) + log(1 + overflow))` beyond the
+            target and the memory, `h` quadratic up to `SERVING_KNEE` and linear beyond
+            (smooth in the design, so the gradient sees a batch come to fit or meet the
+            target, and finite for a target no batch meets).
 
     Returns:
         (figure, index of the best batch). With no batch meeting the target the hard
@@ -283,9 +295,12 @@ def serving_metric(tpot, tokens_per_step, chips, feasible, overflow, target, sof
     if not soft:
         return jnp.where(jnp.any(ok), per_token[best], jnp.inf), best
     late = jnp.maximum(jnp.log(tpot / target), 0.0)
-    score = jnp.log(per_token) + SERVING_PENALTY * (late**2 + overflow + overflow**2)
+    # Quadratic near the target, linear beyond the knee (same value and slope there).
+    late = jnp.where(late < SERVING_KNEE, late**2, 2 * SERVING_KNEE * late - SERVING_KNEE**2)
+    score = jnp.log(per_token) + SERVING_PENALTY * (late + jnp.log1p(overflow))
     soft_min = -jax.nn.logsumexp(-SERVING_SHARPNESS * score) / SERVING_SHARPNESS
-    return jnp.exp(soft_min), best
+    # A figure beyond float32's range would overflow the mix's sum and the loss's log.
+    return jnp.exp(jnp.minimum(soft_min, SOFT_LOG_CEILING)), best
 
 
 def evaluate_design(problem: Problem, area_logits, placements, soft: bool = False):

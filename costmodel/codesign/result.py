@@ -23,6 +23,7 @@ class DesignStatus(eqx.Enumeration):
 
     successful = "a hard design that fits every mix point"
     infeasible_capacity = "no design tried fits: the model and KV cache overflow DRAM at some mix point"
+    infeasible_target = "no design tried serves a batch that fits within the TPOT target at some mix point"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,9 +47,15 @@ class Result:
         return bool(self.status == DesignStatus.successful)
 
 
-def status_of(feasible: bool) -> DesignStatus:
-    """`DesignStatus.successful` if `feasible`, else `DesignStatus.infeasible_capacity`."""
-    return DesignStatus.successful if feasible else DesignStatus.infeasible_capacity
+def status_of(feasible: bool, problem: Problem | None = None) -> DesignStatus:
+    """`DesignStatus.successful` if `feasible`, else why not: `infeasible_target` for the
+    serving objective (no batch that fits meets the TPOT target), `infeasible_capacity`
+    otherwise."""
+    if feasible:
+        return DesignStatus.successful
+    if problem is not None and problem.objective == "serving":
+        return DesignStatus.infeasible_target
+    return DesignStatus.infeasible_capacity
 
 
 def describe(problem: Problem, result: Result, names: Sequence[str]) -> dict:

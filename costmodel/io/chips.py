@@ -132,6 +132,9 @@ order the file lists them. Reading (`chip_from_table`), sweeping (`chip_leaf_kin
 and writing (`chip_table`) all go through it."""
 
 DERIVED_PEAKS = {"peak_tflops_f32", "peak_tflops_8", "peak_tflops_4"}
+
+OMITTED_AT_ZERO = ("host_step_us", "host_per_sequence_us")
+"""Fields a chip file leaves out at 0, their default (`chip_table`)."""
 """Optional peaks whose default comes from another peak (`_derived_peaks`)."""
 
 SYSTEM_FIELDS = {"max_chips": "count"}
@@ -288,6 +291,9 @@ def chip_table(
     derived = _derived_peaks({k: v for k, v in top.items() if k == "peak_tflops_16"})
     for key in DERIVED_PEAKS:
         if _round(derived[key]) == top[key]:
+            del top[key]
+    for key in OMITTED_AT_ZERO:  # a chip with no serving-stack host time: as before the fields
+        if top[key] == 0.0:
             del top[key]
     top.update(placement=placement, max_chips=int(max_chips))
     capacity = chip.tiers.capacity

@@ -95,6 +95,12 @@ def load_context_distributions(path: Path | str | None = None) -> dict[str, Cont
             ):
                 raise InputError(f"{where}: field {key!r} = {value!r}: expected a non-empty list of {expected}")
             lists[key] = tuple(float(v) for v in value)
+        edges = lists.get("bin_lower_edges")
+        if edges is not None and (len(edges) != len(lists["bins"]) or list(edges) != sorted(set(edges))):
+            raise InputError(
+                f"{where}: field 'bin_lower_edges' = {list(edges)!r}: expected one increasing edge per bin "
+                f"({len(lists['bins'])} bins)"
+            )
         if len(lists["bins"]) != len(lists["shares"]):
             raise InputError(
                 f"{where}: fields 'bins' ({len(lists['bins'])} entries) and 'shares' ({len(lists['shares'])}): "
@@ -130,5 +136,9 @@ def context_distribution(name: str, path: Path | str | None = None) -> ContextDi
     """
     known = load_context_distributions(path)
     if name not in known:
-        raise InputError(f"context distribution {name!r}: unknown; expected one of {sorted(known)}")
+        where = Path(path) if path is not None else contexts_path()
+        raise InputError(
+            f"context distribution {name!r}: unknown; expected one of {sorted(known)} ({where}), or bins as "
+            "TOKENS:SHARE,... (e.g. --context-mix 4096:1)"
+        )
     return known[name]

@@ -25,8 +25,8 @@ PROFILE_FIELDS = (*MULTIPLIERS, IN_FLIGHT)
 HOST_FIELDS = ("host_step_us", "host_per_sequence_us")
 """The serving stack's host time per step and per sequence per step that it does not
 hide behind the device, µs (`Chip.host_step`, `Chip.host_per_sequence`): additive,
->= 0, and 0 when the file gives none. They replace the chip's own (a framework owns
-its host loop); fitted on serving rows (`costmodel.validate_serving.fit_host`), not
+>= 0, one absent of two is 0. Given, they replace the chip's own (a framework owns its
+host loop); a profile with neither leaves the chip's own. Fitted on serving rows (`costmodel.validate_serving.fit_host`), not
 in the log vector."""
 
 UNBOUNDED_IN_FLIGHT_KB = 1e9
@@ -43,7 +43,8 @@ class Framework:
         multipliers: the `PROFILE_FIELDS`, each > 0: the four `MULTIPLIERS`, then the
             bytes in flight per unit (kB; `UNBOUNDED_IN_FLIGHT_KB` when the file gives
             none).
-        host: the `HOST_FIELDS`, µs, each >= 0.
+        host: the `HOST_FIELDS`, µs, each >= 0; None when the profile gives neither
+            (the chip's own host time stands).
         max_batch: the most sequences the engine's scheduler runs in one step (vLLM's
             `--max-num-seqs`), or None (no cap but the memory).
         fit: which fields the fit may move (the other multipliers stay at 1, the bytes
@@ -57,13 +58,13 @@ class Framework:
 
     name: str
     multipliers: tuple[float, float, float, float, float]
-    host: tuple[float, float]
-    max_batch: int | None
     fit: tuple[str, ...]
     fitted_on: tuple[str, ...]
     base: str | None
     chips: tuple[str, ...]
     source: str
+    host: tuple[float, float] | None = None
+    max_batch: int | None = None
 
 
 def frameworks_path() -> Path:
@@ -101,7 +102,7 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
         out[name] = Framework(
             name=name,
             multipliers=(*(t[k] for k in MULTIPLIERS), t.get(IN_FLIGHT, UNBOUNDED_IN_FLIGHT_KB)),
-            host=(t.get(HOST_FIELDS[0], 0.0), t.get(HOST_FIELDS[1], 0.0)),
+            host=(t.get(HOST_FIELDS[0], 0.0), t.get(HOST_FIELDS[1], 0.0)) if set(HOST_FIELDS) & set(t) else None,
             max_batch=int(t["max_batch"]) if "max_batch" in t else None,
             fit=lists["fit"],
             fitted_on=lists["fitted_on"],

@@ -19,6 +19,22 @@ UNITS = {
 """Unit of each co-design objective (`codesign.OBJECTIVES`)."""
 
 
+def _fastest_ms(problem: codesign.Problem, result: codesign.Result) -> float:
+    """The smallest step time of a design over the serving batches at its first mix
+    point, ms."""
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+
+    from .._core.cost import decode_cost
+
+    chip = codesign.design_chip(problem, jnp.asarray(result.area_logits))
+    workload = jax.tree.map(lambda x: x[0], problem.workloads)
+    one = eqx.tree_at(lambda w: w.scenario.batch, workload, jnp.asarray(1.0))
+    cost = decode_cost(one, chip, jnp.asarray(result.placements[0]))
+    return float(cost.seconds_per_step) * 1e3
+
+
 def codesign_report(
     problem: codesign.Problem,
     names: list[str],
@@ -74,6 +90,12 @@ def codesign_report(
     }
     if result.status == codesign.DesignStatus.infeasible_capacity:
         raise InputError("no feasible design: the model and KV cache overflow DRAM in every restart; use more --chips")
+    if result.status == codesign.DesignStatus.infeasible_target:
+        raise InputError(
+            f"--tpot-ms {float(problem.tpot_target) * 1e3:g}: no design tried serves any batch within it "
+            f"(the best design found takes {_fastest_ms(problem, result):.3g} ms per token at batch 1); expected a "
+            "larger target or more --chips"
+        )
     if baseline:
         base = codesign.grid_baseline(problem, step=grid_step)
         report["baseline"] = {
