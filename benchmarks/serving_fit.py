@@ -30,7 +30,7 @@ def main() -> None:
     frameworks = load_frameworks()
     fits = {}
     for name, f in frameworks.items():
-        if not set(HOST_FIELDS) <= set(f.fit):
+        if not set(HOST_FIELDS) <= set(f.fit) or f.host is None:
             continue
         fitted = vs.fit_host([by_id[i] for i in f.fitted_on])
         fits[name] = {"file": list(f.host), "refit": list(fitted), "fitted_on": list(f.fitted_on)}

@@ -465,5 +465,6 @@ def apply_framework(info: ChipInfo, framework: str) -> ChipInfo:
     chip = apply_multipliers(info.chip, jnp.log(jnp.asarray(f.multipliers, dtype=float)))
     if f.host is not None:
         chip = apply_host(chip, f.host)
-    cap = info.max_batch if f.max_batch is None else f.max_batch
+    caps = [c for c in (info.max_batch, f.max_batch) if c is not None]
+    cap = min(caps) if caps else None
     return dataclasses.replace(info, chip=chip, label=f"{info.label or info.name} ({f.name})", max_batch=cap)

@@ -11,10 +11,12 @@ The model serves the same load with `costmodel.serving.serve` (chunked prefill o
 arriving prompts inside the decode steps, Sarathi-Serve; the framework profile applied
 to the chip) at mean context `prompt + output / 2`, on the row's split:
 
-- **concurrency C**: the decode batch is C, or the largest the memory holds if less
+- **concurrency C**: the decode batch is C, or the largest the memory holds (and the
+  engine's scheduler runs: a profile's `max_batch`, over the whole instance) if less
   (the rest wait in a queue). A request lasts TTFT + output x TPOT, so the instance
   delivers `batch x output / (TTFT + output x TPOT)` output tokens/s.
-- **no load given** (a maximum-throughput run): the largest batch the memory holds.
+- **no load given** (a maximum-throughput run): the largest batch the memory holds (and
+  the engine runs).
 - **request rate r**: the batch is where Little's law closes, `batch = r x (TTFT +
   output x TPOT(batch))`, solved on a grid of whole batches (linear between them); the
   throughput is `r x output` while the instance keeps up, and the largest batch's

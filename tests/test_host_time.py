@@ -154,6 +154,8 @@ def test_an_engines_batch_cap_bounds_the_served_batch():
 
     info = apply_framework(chip_info("h100-sxm"), "vllm-0.6")
     assert info.max_batch == 256 and apply_framework(chip_info("h100-sxm"), "sglang").max_batch is None
+    smaller = dataclasses.replace(chip_info("h100-sxm"), max_batch=64)
+    assert apply_framework(smaller, "vllm-0.6").max_batch == 64  # the smaller cap holds
     econ = cm.economics_preset("N5")
     s = serve("llama-3-8b", info, econ, chips=1, context=512, batches=[64, 256, 512])
     assert {p.batch: p.feasible for p in s.points} == {64.0: True, 256.0: True, 512.0: False}

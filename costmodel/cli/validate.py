@@ -174,8 +174,8 @@ def _cmd_validate_serving(args: argparse.Namespace) -> int:
         b = summary["blind"]
         if b["test_rows"]:
             print(
-                f"of which {b['test_rows']} rows of the blind check (gathered without running the model; their one blind "
-                f"score and what changed after it: BENCHMARKS.md): TPOT "
+                f"of which {b['test_rows']} rows of the blind check (gathered without running the model; no longer blind: "
+                f"their one blind score and the changes made after it are in BENCHMARKS.md): TPOT "
                 f"{b['tpot_ms']['median']:.1%} (n {b['tpot_ms']['n']}), throughput "
                 f"{b['output_tokens_per_second']['median']:.1%} (n {b['output_tokens_per_second']['n']}), both "
                 f"{b['scored']['median']:.1%} (p90 {b['scored']['p90']:.1%})"

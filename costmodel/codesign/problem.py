@@ -300,7 +300,8 @@ def serving_metric(tpot, tokens_per_step, chips, feasible, overflow, target, sof
     score = jnp.log(per_token) + SERVING_PENALTY * (late + jnp.log1p(overflow))
     soft_min = -jax.nn.logsumexp(-SERVING_SHARPNESS * score) / SERVING_SHARPNESS
     # A figure beyond float32's range would overflow the mix's sum and the loss's log.
-    return jnp.exp(jnp.minimum(soft_min, SOFT_LOG_CEILING)), best
+    # A smooth cap: the gradient fades above the ceiling but never stops.
+    return jnp.exp(SOFT_LOG_CEILING - jax.nn.softplus(SOFT_LOG_CEILING - soft_min)), best
 
 
 def evaluate_design(problem: Problem, area_logits, placements, soft: bool = False):

@@ -23,7 +23,10 @@ class DesignStatus(eqx.Enumeration):
 
     successful = "a hard design that fits every mix point"
     infeasible_capacity = "no design tried fits: the model and KV cache overflow DRAM at some mix point"
-    infeasible_target = "no design tried serves a batch that fits within the TPOT target at some mix point"
+    infeasible_target = (
+        "no design tried serves a batch that fits within the TPOT target at some mix point (no batch may fit at "
+        "all: the serving objective does not tell the two apart; the CLI's message does)"
+    )
 
 
 @dataclasses.dataclass(frozen=True)

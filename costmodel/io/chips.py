@@ -132,10 +132,10 @@ order the file lists them. Reading (`chip_from_table`), sweeping (`chip_leaf_kin
 and writing (`chip_table`) all go through it."""
 
 DERIVED_PEAKS = {"peak_tflops_f32", "peak_tflops_8", "peak_tflops_4"}
+"""Optional peaks whose default comes from another peak (`_derived_peaks`)."""
 
 OMITTED_AT_ZERO = ("host_step_us", "host_per_sequence_us")
 """Fields a chip file leaves out at 0, their default (`chip_table`)."""
-"""Optional peaks whose default comes from another peak (`_derived_peaks`)."""
 
 SYSTEM_FIELDS = {"max_chips": "count"}
 """Top-level numbers that describe the system, not the `Chip` pytree (`ChipInfo`)."""

@@ -19,20 +19,33 @@ UNITS = {
 """Unit of each co-design objective (`codesign.OBJECTIVES`)."""
 
 
-def _fastest_ms(problem: codesign.Problem, result: codesign.Result) -> float:
-    """The smallest step time of a design over the serving batches at its first mix
-    point, ms."""
+def _serving_miss(problem: codesign.Problem, result: codesign.Result) -> str:
+    """Why a serving design meets no TPOT target, in one line: the mix point whose fastest
+    batch that fits is slowest, and that time; or that no batch fits there at all. The
+    steps are the problem's own (`sustained` under a power cap), at every batch of
+    `Problem.batches`, with the design's placement."""
     import equinox as eqx
     import jax
     import jax.numpy as jnp
 
-    from .._core.cost import decode_cost
+    from ..codesign.problem import _cost
 
     chip = codesign.design_chip(problem, jnp.asarray(result.area_logits))
-    workload = jax.tree.map(lambda x: x[0], problem.workloads)
-    one = eqx.tree_at(lambda w: w.scenario.batch, workload, jnp.asarray(1.0))
-    cost = decode_cost(one, chip, jnp.asarray(result.placements[0]))
-    return float(cost.seconds_per_step) * 1e3
+    placements = jnp.asarray(result.placements)
+
+    def point(workload, placement):
+        at = lambda b: _cost(problem, eqx.tree_at(lambda w: w.scenario.batch, workload, b), chip, placement)
+        costs = jax.vmap(at)(problem.batches)
+        return jnp.min(jnp.where(costs.feasible, costs.seconds_per_step, jnp.inf))
+
+    fastest = jax.vmap(point)(problem.workloads, placements)
+    worst = int(jnp.argmax(fastest))
+    if not bool(jnp.isfinite(fastest[worst])):
+        return f"no batch fits in memory at mix point {worst + 1} of the best design found; use more --chips"
+    return (
+        f"the best design found takes {float(fastest[worst]) * 1e3:.3g} ms per token at its fastest batch that fits "
+        f"(mix point {worst + 1}); expected a larger target or more --chips"
+    )
 
 
 def codesign_report(
@@ -62,7 +75,9 @@ def codesign_report(
         polish gaps, evaluations and, with the baseline, its design and the gap to it.
 
     Raises:
-        InputError: if no restart found a design that fits (`DesignStatus.infeasible_capacity`).
+        InputError: if no restart found a design that fits (`DesignStatus.infeasible_capacity`),
+            or, for the serving objective, one that serves a batch within the TPOT target
+            (`DesignStatus.infeasible_target`, naming the mix point and its fastest step).
     """
     result = codesign.optimize(problem, restarts=restarts, steps=steps, seed=seed, refine=refine, progress=progress)
     rounded = result.objective if result.rounded_objective is None else result.rounded_objective
@@ -92,9 +107,8 @@ def codesign_report(
         raise InputError("no feasible design: the model and KV cache overflow DRAM in every restart; use more --chips")
     if result.status == codesign.DesignStatus.infeasible_target:
         raise InputError(
-            f"--tpot-ms {float(problem.tpot_target) * 1e3:g}: no design tried serves any batch within it "
-            f"(the best design found takes {_fastest_ms(problem, result):.3g} ms per token at batch 1); expected a "
-            "larger target or more --chips"
+            f"--tpot-ms {float(problem.tpot_target) * 1e3:g}: no design tried serves any batch within it: "
+            + _serving_miss(problem, result)
         )
     if baseline:
         base = codesign.grid_baseline(problem, step=grid_step)
