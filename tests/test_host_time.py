@@ -20,6 +20,16 @@ def _cost(chip, batch=16, context=2048, groups=1.0):
     return cm.decode_cost(w, chip, cm.policy_placement("dram", cm.lower_traffic(w), chip))
 
 
+def _profile_file(tmp_path, field: str):
+    """A one-profile frameworks file with `field` (a TOML line) among its numbers."""
+    path = tmp_path / "frameworks.toml"
+    path.write_text(
+        "[frameworks.x]\nmemory_efficiency = 1.0\ncompute_efficiency = 1.0\nkernel_overhead = 1.0\n"
+        f'link_latency = 1.0\n{field}\nsource = "t"\n'
+    )
+    return path
+
+
 def test_closed_form_on_a_small_case(x64):
     """host_step + host_per_sequence x batch adds to the step, and the static power
     runs through it; bytes, FLOPs and dynamic energy are unchanged."""
@@ -118,18 +128,9 @@ def test_apply_host_replaces_the_chips_own():
 
 
 def test_bad_host_fields_and_unknown_serving_frameworks_are_one_line(tmp_path):
-    from costmodel.io.frameworks import load_frameworks as load
-
-    bad = tmp_path / "frameworks.toml"
-    bad.write_text(
-        "[frameworks.x]\nmemory_efficiency = 1.0\ncompute_efficiency = 1.0\nkernel_overhead = 1.0\n"
-        'link_latency = 1.0\nhost_step_us = -5\nsource = "t"\n'
-    )
-    with pytest.raises(InputError, match="host_step_us"):
-        load(bad)
-    bad.write_text(bad.read_text().replace("host_step_us = -5\n", 'fit = ["host_time"]\n'))
-    with pytest.raises(InputError, match="host_time"):
-        load(bad)
+    for field, needle in (("host_step_us = -5", "host_step_us"), ('fit = ["host_time"]', "host_time")):
+        with pytest.raises(InputError, match=needle):
+            load_frameworks(_profile_file(tmp_path, field))
     rows = vs.serving_table_path().read_text()
     table = tmp_path / "serving.toml"
     table.write_text(rows.replace('framework = "sglang"', 'framework = "sglang-9"', 1))
@@ -167,10 +168,5 @@ def test_an_engines_batch_cap_bounds_the_served_batch():
 
 
 def test_a_bad_batch_cap_is_one_line(tmp_path):
-    bad = tmp_path / "frameworks.toml"
-    bad.write_text(
-        "[frameworks.x]\nmemory_efficiency = 1.0\ncompute_efficiency = 1.0\nkernel_overhead = 1.0\n"
-        'link_latency = 1.0\nmax_batch = 0.5\nsource = "t"\n'
-    )
     with pytest.raises(InputError, match="max_batch"):
-        load_frameworks(bad)
+        load_frameworks(_profile_file(tmp_path, "max_batch = 0.5"))

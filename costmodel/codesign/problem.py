@@ -249,8 +249,7 @@ def point_metric(problem: Problem, workload: Workload, chip: Chip, placement, de
     if problem.objective != "serving":
         cost = _cost(problem, workload, chip, placement)
         return _metric(problem, cost, chip, design), cost.feasible, cost
-    at = lambda b: _cost(problem, eqx.tree_at(lambda w: w.scenario.batch, workload, b), chip, placement)
-    costs = jax.vmap(at)(problem.batches)
+    costs = batch_costs(problem, workload, chip, placement)
     metric, best = serving_metric(
         costs.seconds_per_step,
         problem.batches * workload.profile.accepted,
@@ -264,6 +263,13 @@ def point_metric(problem: Problem, workload: Workload, chip: Chip, placement, de
     meets = jnp.any(costs.feasible & (costs.seconds_per_step <= problem.tpot_target))
     cost = eqx.tree_at(lambda c: c.feasible, jax.tree.map(lambda x: x[best], costs), meets)
     return metric, meets, cost
+
+
+def batch_costs(problem: Problem, workload: Workload, chip: Chip, placement) -> Cost:
+    """A mix point's steps at every batch of `Problem.batches` (one vmapped call), each
+    at full clock or under the power cap as the problem asks (`_cost`)."""
+    at = lambda b: _cost(problem, eqx.tree_at(lambda w: w.scenario.batch, workload, b), chip, placement)
+    return jax.vmap(at)(problem.batches)
 
 
 def serving_metric(tpot, tokens_per_step, chips, feasible, overflow, target, soft: bool = False):

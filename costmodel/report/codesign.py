@@ -24,18 +24,16 @@ def _serving_miss(problem: codesign.Problem, result: codesign.Result) -> str:
     batch that fits is slowest, and that time; or that no batch fits there at all. The
     steps are the problem's own (`sustained` under a power cap), at every batch of
     `Problem.batches`, with the design's placement."""
-    import equinox as eqx
     import jax
     import jax.numpy as jnp
 
-    from ..codesign.problem import _cost
+    from ..codesign.problem import batch_costs
 
     chip = codesign.design_chip(problem, jnp.asarray(result.area_logits))
     placements = jnp.asarray(result.placements)
 
     def point(workload, placement):
-        at = lambda b: _cost(problem, eqx.tree_at(lambda w: w.scenario.batch, workload, b), chip, placement)
-        costs = jax.vmap(at)(problem.batches)
+        costs = batch_costs(problem, workload, chip, placement)
         return jnp.min(jnp.where(costs.feasible, costs.seconds_per_step, jnp.inf))
 
     fastest = jax.vmap(point)(problem.workloads, placements)
