@@ -225,6 +225,7 @@ def _knobs(**over):
         small_kernel_bytes=2e6,
         small_kernel_efficiency=1.0 - 1e-9,
         small_kernel_knee=4.0,
+        call_overhead=1e-12,
     )
     v.update(over)
     return F.make_knobs(**v)
@@ -257,6 +258,30 @@ def test_micro_closed_form_without_cache():
     t_small = float(F.predict_micro(slow, small)[0])
     assert t_small == pytest.approx(1e8 / (0.5 * 10e9) + 4e9 / (0.6 * 50e9) + 80e-9 + 1e-6, rel=1e-4)
     assert float(F.predict_micro(slow, pts)[0]) == pytest.approx(t, rel=1e-4)  # 100 MB: full rate
+
+
+def test_call_overhead_is_paid_once_per_call():
+    """The per-call floor adds once to a call, however many kernels it runs (the
+    per-kernel overhead adds once per kernel), and once to a decode step, where the
+    chip file carries it as the host time per step."""
+    base = _knobs(sram_capacity=1e-12, overlap_m1=1e-9)
+    floor = _knobs(sram_capacity=1e-12, overlap_m1=1e-9, call_overhead=30e-6)
+    for kernels in (1.0, 16.0):
+        pts = F.MicroPoints(
+            *(jnp.asarray([x]) for x in (1e8, 1e8, 4e9)),
+            jnp.asarray([0]),
+            *(jnp.asarray([x]) for x in (0.0, kernels, 1.0, 1e8 / kernels)),
+        )
+        added = float(F.predict_micro(floor, pts)[0] - F.predict_micro(base, pts)[0])
+        assert added == pytest.approx(30e-6, rel=1e-3), kernels
+    data = F.make_dataset([_decode_row(d_model=512, batch=1, context=1024)])
+    assert float(F.predict(floor, data)[0] - F.predict(base, data)[0]) == pytest.approx(30e-6, rel=1e-3)
+    assert float(F.to_chip(floor).host_step) == pytest.approx(30e-6)
+    # Without GEMV chains nothing tells the floor from the per-kernel overhead: untrained, neutral.
+    rows = [_micro_row("stream", s, s / 2, seconds=s / 20e9) for s in (1e4, 1e6, 1e8)]
+    k0 = F.initial_knobs(rows)
+    assert not bool(F.full_spec(rows, k0).log_call_overhead)
+    assert float(F.to_chip(k0).host_step) <= 1e-11
 
 
 def test_kernel_bytes_of_microbenchmarks():
@@ -337,7 +362,7 @@ def test_loss_gradients_finite_and_match_finite_differences(x64):
     rows += [_micro_row("gemm", 3e6, 2e9, seconds=0.05, m=8.0), _decode_row(seconds=2e-3)]
     data = F.make_dataset(rows)
     meas = jnp.asarray(data.measured)
-    k = _knobs(small_kernel_efficiency=0.5, small_kernel_bytes=3e7)  # a live step
+    k = _knobs(small_kernel_efficiency=0.5, small_kernel_bytes=3e7, call_overhead=5e-6)  # a live step and floor
     loss = jax.jit(lambda k: jnp.mean((jnp.log(_predict(k, data)) - jnp.log(meas)) ** 2))
     g = jax.jit(jax.grad(loss))(k)
     for name in F.KNOB_NAMES:
@@ -390,6 +415,7 @@ def test_recovery_within_uncertainty():
         small_kernel_efficiency=0.5,
         small_kernel_knee=8.0,
         flops_f32=200e9,  # as measured here: the in-cache streams memory-bound, so B_sram shows
+        call_overhead=3e-6,  # a floor per call, beside the 1 µs per kernel
     )
     rows = _synthetic_rows()
     clean = np.asarray(F.predict(truth, F.make_dataset(rows)))
@@ -409,7 +435,7 @@ def test_recovery_within_uncertainty():
         if math.isfinite(sd) and sd < 0.5:
             assert err <= 3 * sd + 0.01, (name, err, sd)
             checked.append(name)
-    for must in ("log_sram_capacity", "log_sram_bandwidth", "log_dram_bandwidth", "log_flops_f32"):
+    for must in ("log_sram_capacity", "log_sram_bandwidth", "log_dram_bandwidth", "log_flops_f32", "log_call_overhead"):
         assert must in checked, (must, fit.log_std[must])
     # Residuals of the recovered model are at the noise level.
     pred = np.asarray(F.predict(fit.knobs, data))

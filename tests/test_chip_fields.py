@@ -68,7 +68,7 @@ SYSTEMS = ((1, 1), (2, 1), (1, 2))
 """(tensor, pipeline) parallel layouts each probe runs on, as multiples of the system
 `costmodel.evaluate` sizes for the chip (an SRAM machine needs many chips to hold a model)."""
 
-UP = {"latency", "link_latency", "hop_latency", "kernel_overhead", "small_kernel_bytes"}
+UP = {"latency", "link_latency", "hop_latency", "kernel_overhead", "host_step", "small_kernel_bytes"}
 """Leaves perturbed upwards (by 1 / `FACTOR`): a latency, or the size below which
 kernels stream slowly, shows most when it grows."""
 

@@ -74,6 +74,7 @@ def chip_toml(
         "peak_tflops_f32": f"fitted effective f32 FLOP rate (GEMM/GEMV/attention microbenchmarks), {unc('flops_f32')}",
         "peak_tflops_16": f"fitted: f32 rate x fitted 16-bit ratio {v['flops_16_ratio']:.3g}, {unc('flops_16_over_f32')}",
         "kernel_overhead_us": f"fitted launch overhead per kernel {v['kernel_overhead'] * 1e6:.3g} us ({unc('kernel_overhead')}) x {KERNELS_PER_LAYER:g} kernels per layer (assumption, calibration/fit/knobs.py KERNELS_PER_LAYER)",
+        "host_step_us": f"fitted fixed time per call of the measured program (one iteration of the harness's loop; a decode step pays it once), {unc('call_overhead')}",
         "overlap": f"fitted p of the channel p-norm, {unc('overlap_p')}",
         "attention_efficiency": f"fitted FLOP rate of decode attention over that of matmuls, {unc('attention_efficiency')}",
         "half_rate_rows": f"fitted Hockney n-half of matmuls in rows per operand element: a matmul with m rows runs at m / (m + n-half (1 - 1/m)) of the FLOP rate, {unc('half_rate_rows')}",

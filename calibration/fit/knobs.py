@@ -76,6 +76,12 @@ class Knobs(eqx.Module):
             (`Chip.small_kernel_efficiency`), logit of a fraction.
         log_small_kernel_knee: sharpness of the step in log size
             (`Chip.small_kernel_knee`), log 1.
+        log_call_overhead: fixed time per call of the measured program, whatever
+            kernels it runs: one iteration of the harness's loop (a microbenchmark
+            call, or one decode step), log s. On XLA:GPU a `while` loop pays a host
+            round trip per iteration; the chip file carries it as `Chip.host_step`,
+            the serial time per step the device does not hide
+            (`costmodel.host_seconds`).
 
     The inner level is not a `Chip` field: the chip file carries the outer level
     (what a working set past the inner cache sees).
@@ -101,6 +107,7 @@ class Knobs(eqx.Module):
     log_small_kernel_bytes: jax.Array
     logit_small_kernel_efficiency: jax.Array
     log_small_kernel_knee: jax.Array
+    log_call_overhead: jax.Array
 
 
 KNOB_NAMES = tuple(f.name for f in dataclasses.fields(Knobs))
@@ -127,6 +134,7 @@ PARAMETERS = {
     "log_small_kernel_bytes": ("small_kernel_bytes", "MB", 1e-6),
     "logit_small_kernel_efficiency": ("small_kernel_efficiency", "1", 1.0),
     "log_small_kernel_knee": ("small_kernel_knee", "1", 1.0),
+    "log_call_overhead": ("call_overhead", "us", 1e6),
 }
 
 
@@ -229,6 +237,7 @@ def to_chip(knobs: Knobs, working_set=None) -> cm.Chip:
         small_kernel_knee=e(knobs.log_small_kernel_knee),
         kernel_overhead=e(knobs.log_kernel_overhead) * KERNELS_PER_LAYER,
         overlap=1.0 + e(knobs.log_overlap_m1),
+        host_step=e(knobs.log_call_overhead),
     )
 
 
@@ -251,7 +260,7 @@ def initial_knobs(rows: list[dict]) -> Knobs:
         dram_latency=100e-9,
         flops_f32=1.5 * max(flops) if flops else 100e9,
         flops_16_ratio=1.0,
-        kernel_overhead=max(min(r["seconds"] for r in micro) / 2, 1e-8) if micro else 1e-6,
+        kernel_overhead=max(min(r["seconds"] for r in micro) / (4 if has_chains else 2), 1e-8) if micro else 1e-6,
         overlap_m1=1.0,
         inner_capacity=1e6,
         inner_knee=4.0,
@@ -266,4 +275,8 @@ def initial_knobs(rows: list[dict]) -> Knobs:
         small_kernel_bytes=1e6,
         small_kernel_efficiency=0.6 if has_chains else 1.0,
         small_kernel_knee=4.0,
+        # The fastest call's other half (the per-kernel overhead takes a quarter);
+        # neutral without GEMV chains (`full_spec` leaves it untrained), which alone
+        # tell a per-call floor from a per-kernel cost.
+        call_overhead=max(min(r["seconds"] for r in micro) / 4, 1e-8) if micro and has_chains else 1e-12,
     )

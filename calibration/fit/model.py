@@ -14,7 +14,8 @@
   precision times the Hockney factor (times the attention efficiency for an
   attention kernel, over the DRAM feed for the operands from DRAM), combined with
   `costmodel.p_norm` at the chip's overlap, plus `kernels` x (latency + launch
-  overhead).
+  overhead), plus the fixed time of one call (the harness loop's per-iteration floor,
+  which a decode step pays once per step as `Chip.host_step`).
 
 Every channel's time is the core's (`costmodel.stream_seconds`, `compute_seconds`,
 `overlapped_seconds`, `access_seconds`): a change to a channel formula reaches the fit.
@@ -65,7 +66,9 @@ def predict_micro(knobs: Knobs, pts: MicroPoints):
         -1,
     )
     serial = cm.access_seconds(pts.kernels, shares, latency, jnp.exp(knobs.log_kernel_overhead))
-    return parallel + serial
+    # Once per call, whatever it runs: the harness's per-iteration floor, which a
+    # decode step pays once per step (`Chip.host_step`, through `decode_cost`).
+    return parallel + serial + chip.host_step
 
 
 def decode_placement(knobs: Knobs, traffic: cm.Traffic):

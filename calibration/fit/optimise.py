@@ -36,7 +36,7 @@ def full_spec(rows: list[dict], knobs: Knobs):
     """Every knob trained, except the 16-bit FLOP ratio when no 16-bit row is measured,
     the attention efficiency when no attention kernel is, and the hot-array speed-up
     when no pass over distinct tensors (a GEMV chain) is: it would only trade places
-    with the bandwidths."""
+    with the bandwidths (as the per-call floor would with the per-kernel overhead)."""
     fmts = formats()
     has16 = any(
         r["kind"] != "decode_step"
@@ -56,9 +56,10 @@ def full_spec(rows: list[dict], knobs: Knobs):
             k.log_small_kernel_bytes,
             k.logit_small_kernel_efficiency,
             k.log_small_kernel_knee,
+            k.log_call_overhead,
         ),
         spec,
-        (has16, has_attention, has_chains, has_chains, has_chains, has_chains),
+        (has16, has_attention, has_chains, has_chains, has_chains, has_chains, has_chains),
     )
 
 
@@ -84,6 +85,7 @@ def roofline_knobs(knobs: Knobs) -> Knobs:
             k.log_half_rate_rows,
             k.logit_dram_feed,
             k.logit_small_kernel_efficiency,
+            k.log_call_overhead,
         ),
         knobs,
         (
@@ -100,6 +102,7 @@ def roofline_knobs(knobs: Knobs) -> Knobs:
             tiny,
             one,
             one,
+            tiny,
         ),
     )
 
