@@ -802,7 +802,7 @@ def _refit_profiles(rows, frameworks: dict, done: list[str]) -> dict:
         if not any(r.chip in done for r in fitted):
             continue
         moved = [dataclasses.replace(r, chip=f"{r.chip}-published") if r.chip in done else r for r in fitted]
-        out[name] = dataclasses.replace(f, multipliers=tuple(fit_framework(moved, f.fit)))
+        out[name] = dataclasses.replace(f, multipliers=tuple(fit_framework(moved, f.fit, fixed=f.multipliers)))
     return out
 
 

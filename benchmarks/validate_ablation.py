@@ -9,6 +9,9 @@ Terms:
   `bytes_in_flight_KB` per SM in flight, so DRAM streams at most `SMs x bytes in
   flight / DRAM latency`. Off: the profiles fit a `memory_efficiency` multiplier on
   the same rows instead (the model before issue 16).
+- **The GEMMs' half-rate length** (`half_rate_rows` of a profile, `costmodel.hockney`):
+  a matmul over m rows runs at `m / (m + n½ (1 - 1/m))` of the FLOP rate. Off: the
+  chip's own (0 on every GPU preset), the other fields refitted.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 import costmodel.validate as v
-from costmodel.io.frameworks import IN_FLIGHT
+from costmodel.io.frameworks import CHIP_HALF_RATE, IN_FLIGHT, UNBOUNDED_IN_FLIGHT_KB
 
 
 OUT = Path(__file__).with_name("validate_ablation.txt")
@@ -29,8 +32,15 @@ def _little_off(frameworks):
     out = {}
     for name, f in frameworks.items():
         fit = tuple("memory_efficiency" if k == IN_FLIGHT else k for k in f.fit)
-        out[name] = dataclasses.replace(f, fit=fit)
+        m = (*f.multipliers[:4], UNBOUNDED_IN_FLIGHT_KB, f.multipliers[5])
+        out[name] = dataclasses.replace(f, fit=fit, multipliers=m)
     return out
+
+
+def _half_rate_off(frameworks):
+    return {
+        name: dataclasses.replace(f, multipliers=(*f.multipliers[:5], CHIP_HALF_RATE)) for name, f in frameworks.items()
+    }
 
 
 def _refit(rows, frameworks):
@@ -39,7 +49,7 @@ def _refit(rows, frameworks):
     for name, f in frameworks.items():
         # A serving engine's host time is fitted on serving rows, not these.
         fitted = [by_id[i] for i in f.fitted_on if i in by_id]
-        m = v.fit_framework(fitted, f.fit) if fitted else f.multipliers
+        m = v.fit_framework(fitted, f.fit, fixed=f.multipliers) if fitted else f.multipliers
         out[name] = dataclasses.replace(f, multipliers=tuple(m))
     return out
 
@@ -47,7 +57,11 @@ def _refit(rows, frameworks):
 def main() -> None:
     rows = v.load_rows()
     shipped = v.load_frameworks()
-    variants = {"full model": _refit(rows, shipped), "Little's law off": _refit(rows, _little_off(shipped))}
+    variants = {
+        "full model": _refit(rows, shipped),
+        "Little's law off": _refit(rows, _little_off(shipped)),
+        "half-rate rows off": _refit(rows, _half_rate_off(shipped)),
+    }
     results = {k: v.evaluate_rows(rows, f) for k, f in variants.items()}
     lines = ["# held-out error per group (median / p90 APE), profiles refitted on the same fit rows", ""]
     lines.append(f"{'variant':<20} " + " ".join(f"{g:>22}" for g in v.GROUPS))
@@ -59,7 +73,8 @@ def main() -> None:
         lines.append(f"{name:<20} " + " ".join(f"{c:>22}" for c in cells))
     lines += [
         "",
-        "# fitted profile fields (memory_efficiency, compute_efficiency, kernel_overhead, link_latency, KB in flight)",
+        "# profile fields (memory_efficiency, compute_efficiency, kernel_overhead, link_latency, KB in flight,"
+        " half-rate rows; 1e+09 KB: unbounded, 1e-09 rows: the chip's own)",
     ]
     for name, fw in variants.items():
         for f in fw.values():

@@ -23,7 +23,7 @@ from ._core.placement import CAPACITY_MARGIN, policy_placement
 from ._core.traffic import lower_traffic
 from ._core.workload import AccessProfile, Model, Workload
 from .io import ChipInfo, InputError, chip_info, load_model, make_scenario
-from .io.frameworks import UNBOUNDED_IN_FLIGHT_KB, resolve_framework
+from .io.frameworks import CHIP_HALF_RATE, PROFILE_HALF_RATE_FLOOR, UNBOUNDED_IN_FLIGHT_KB, resolve_framework
 
 
 MAX_TENSOR_PARALLEL = 8
@@ -417,22 +417,32 @@ def apply_multipliers(chip: Chip, log_multipliers: jnp.ndarray) -> Chip:
 
     Args:
         chip: the chip preset.
-        log_multipliers: `[5]` logs of the profile's `PROFILE_FIELDS`: the four
-            multipliers, then the bytes its kernels keep in flight per parallel unit
-            (kB).
+        log_multipliers: `[6]` logs of the profile's `PROFILE_FIELDS`: the four
+            multipliers, the bytes its kernels keep in flight per parallel unit (kB),
+            then its matmuls' half-rate rows.
 
     Returns:
         The chip with tier efficiencies and compute efficiency scaled (capped at 1),
-        kernel overhead and all-reduce latency scaled, and `Chip.bytes_in_flight`
-        the smaller of the chip's own (where it has one) and the profile's.
+        kernel overhead and all-reduce latency scaled, `Chip.bytes_in_flight` the
+        smaller of the chip's own (where it has one) and the profile's, and
+        `Chip.half_rate_rows` the profile's where it gives one (above
+        `PROFILE_HALF_RATE_FLOOR`), else the chip's own.
     """
     m = jnp.exp(log_multipliers)
     efficiency = jnp.minimum(chip.tiers.efficiency * m[0], 1.0)
     tiers = eqx.tree_at(lambda t: t.efficiency, chip.tiers, efficiency)
     profile = m[4] * 1e3
     in_flight = jnp.where(chip.bytes_in_flight > 0, jnp.minimum(chip.bytes_in_flight, profile), profile)
+    half_rate = jnp.where(m[5] > PROFILE_HALF_RATE_FLOOR, m[5], chip.half_rate_rows)
     return eqx.tree_at(
-        lambda c: (c.tiers, c.compute_efficiency, c.kernel_overhead, c.link_latency, c.bytes_in_flight),
+        lambda c: (
+            c.tiers,
+            c.compute_efficiency,
+            c.kernel_overhead,
+            c.link_latency,
+            c.bytes_in_flight,
+            c.half_rate_rows,
+        ),
         chip,
         (
             tiers,
@@ -440,11 +450,12 @@ def apply_multipliers(chip: Chip, log_multipliers: jnp.ndarray) -> Chip:
             chip.kernel_overhead * m[2],
             chip.link_latency * m[3],
             in_flight,
+            half_rate,
         ),
     )
 
 
-NEUTRAL_PROFILE = (1.0, 1.0, 1.0, 1.0, UNBOUNDED_IN_FLIGHT_KB)
+NEUTRAL_PROFILE = (1.0, 1.0, 1.0, 1.0, UNBOUNDED_IN_FLIGHT_KB, CHIP_HALF_RATE)
 """The profile that leaves a chip as it is (`apply_multipliers` of its log is the identity
 up to the chip's own bytes in flight)."""
 

@@ -19,8 +19,10 @@ the rows each profile lists in `fitted_on`, which the table marks `status = "fit
 only the other rows (`status = "test"`) are scored.
 
 Rows with a static batch (`output_tokens_per_second_per_chip`) include prefill, priced
-here as compute-bound: `FLOPs / (peak x compute_efficiency)` of a prefill of
-`batch x input_tokens` tokens over the tensor-parallel group.
+here as compute-bound: each block class's FLOPs of a prefill of `batch x input_tokens`
+tokens at the core's FLOP rate for that class (`costmodel.class_flop_rates`: the peak
+x `compute_efficiency`, x the Hockney factor of its rows, the tokens sharing each
+weight element), over the tensor-parallel group.
 """
 
 from __future__ import annotations
@@ -34,9 +36,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._core.channels import class_flop_rates
 from ._core.chip import Chip
 from ._core.cost import decode_cost
-from ._core.traffic import class_sum, lower_traffic
+from ._core.traffic import lower_traffic
 from ._core.workload import Workload
 from .evaluation import NEUTRAL_PROFILE, apply_host, apply_multipliers, system_placement, system_size
 from .io import ChipInfo, InputError, chip_info, load_model, make_scenario
@@ -97,10 +100,11 @@ def prepare(row: Row) -> tuple[Prepared, ChipInfo]:
 
 
 def prefill_seconds(prefill: Workload, chip: Chip) -> jnp.ndarray:
-    """Compute-bound prefill time: its FLOPs at the chip's efficient peak, over TP chips."""
-    t = lower_traffic(prefill)
-    peak = chip.peak_flops[t.precision.astype(jnp.int32)] * chip.compute_efficiency
-    return jnp.sum(class_sum(t.flops) / peak) / chip.tensor_parallel
+    """Compute-bound prefill time: each class's FLOPs at the rate the core gives that
+    class (`class_flop_rates`: a weight matmul over all the prefill's tokens, at the
+    Hockney factor of that many rows), over TP chips."""
+    t = lower_traffic(prefill, buckets=False)
+    return jnp.sum(t.flops / class_flop_rates(prefill, t, chip)) / chip.tensor_parallel
 
 
 def predict(prepared: Prepared, log_multipliers: jnp.ndarray) -> jnp.ndarray:
@@ -168,6 +172,14 @@ FIT_PAD = 8
 """Fits pad their rows to a multiple of this, so one compiled program serves every fit."""
 
 
+HALF_RATE_START = 128.0
+"""Where a fit of a profile's half-rate rows starts, and what its ridge pulls towards:
+one thread-block tile of rows (CUTLASS's and cuBLAS's common 128-row tile: a GEMM with
+fewer rows than a tile computes the whole tile, so about half its work is wasted at 64;
+NVIDIA, "Matrix Multiplication Background User's Guide", tile quantization,
+https://docs.nvidia.com/deeplearning/performance/dl-performance-matrix-multiplication/)."""
+
+
 IN_FLIGHT_START_KB = 8.0
 """Where a fit of the bytes in flight per unit starts, and what its ridge pulls towards,
 kB: about what a streaming kernel at full occupancy keeps per SM (gpu-benches'
@@ -177,25 +189,34 @@ github.com/te42kyfo/gpu-benches README and gpu-latency/h100_pcie.txt)."""
 
 
 def fit_framework(
-    rows: list[Row], fit: tuple[str, ...], *, steps: int = 600, learning_rate: float = 0.05, ridge: float = 1e-3
-) -> tuple[float, float, float, float, float]:
+    rows: list[Row],
+    fit: tuple[str, ...],
+    *,
+    fixed: tuple[float, ...] = NEUTRAL_PROFILE,
+    steps: int = 600,
+    learning_rate: float = 0.05,
+    ridge: float = 1e-3,
+) -> tuple[float, float, float, float, float, float]:
     """Fits a profile's fields to rows, in log space, with optax.
 
     Minimises `mean((log predicted - log measured)**2) + ridge * |log m - log m0|**2`
-    over the logs of the `PROFILE_FIELDS` named in `fit`; the others stay at their
-    neutral values (multipliers of 1, unbounded bytes in flight). `m0` is 1 for a
-    multiplier and `IN_FLIGHT_START_KB` for the bytes in flight.
+    over the logs of the `PROFILE_FIELDS` named in `fit`; the others stay at `fixed`
+    (by default neutral: multipliers of 1, unbounded bytes in flight, the chip's own
+    half-rate rows). `m0` is 1 for a multiplier, `IN_FLIGHT_START_KB` for the bytes in
+    flight and `HALF_RATE_START` for the half-rate rows.
 
     Args:
         rows: the rows to fit on (their framework field is ignored).
         fit: names from `PROFILE_FIELDS` that may move.
+        fixed: the values of the fields not fitted, in `PROFILE_FIELDS` order (a
+            profile's own: a value it sets from a source).
         steps, learning_rate: Adam schedule.
         ridge: pull towards `m0`, which also fixes what no row constrains.
 
     Returns:
-        The five fields, in `PROFILE_FIELDS` order.
+        The six fields, in `PROFILE_FIELDS` order.
     """
-    neutral = jnp.log(jnp.asarray(NEUTRAL_PROFILE, dtype=float))
+    neutral = jnp.log(jnp.asarray(fixed, dtype=float))
     if not rows:
         return tuple(float(x) for x in jnp.exp(neutral))  # type: ignore[return-value]
     prepared = [prepare(r)[0] for r in rows]
@@ -206,7 +227,8 @@ def fit_framework(
     measured = jnp.asarray([r.value for r in rows] + [rows[0].value] * (padded - n), dtype=float)
     weight = jnp.asarray([1.0] * n + [0.0] * (padded - n), dtype=float)
     mask = jnp.asarray([1.0 if k in fit else 0.0 for k in PROFILE_FIELDS], dtype=float)
-    start = neutral.at[-1].set(math.log(IN_FLIGHT_START_KB))
+    starts = jnp.log(jnp.asarray([*NEUTRAL_PROFILE[:4], IN_FLIGHT_START_KB, HALF_RATE_START], dtype=float))
+    start = jnp.where(mask > 0, starts, neutral)
     params, history = _fit(stacked, measured, weight, mask, neutral, start, steps, learning_rate, ridge)
     del history
     return tuple(float(x) for x in jnp.exp(params))  # type: ignore[return-value]
@@ -255,7 +277,7 @@ def fit_all(rows: list[Row] | None = None, frameworks: dict[str, Framework] | No
         missing = [i for i in f.fitted_on if i not in by_id]
         if missing:
             raise InputError(f"frameworks.{name}: fitted_on names unknown rows {missing}")
-        out[name] = fit_framework([by_id[i] for i in f.fitted_on], f.fit)
+        out[name] = fit_framework([by_id[i] for i in f.fitted_on], f.fit, fixed=f.multipliers)
     return out
 
 

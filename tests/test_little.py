@@ -99,7 +99,7 @@ def test_gradients_match_finite_differences(x64):
 def test_a_profile_sets_the_bytes_in_flight_and_a_chips_own_bound_stays():
     from costmodel.evaluation import NEUTRAL_PROFILE, apply_multipliers
 
-    log = jnp.log(jnp.asarray([*NEUTRAL_PROFILE[:4], 3.0], dtype=float))
+    log = jnp.log(jnp.asarray([*NEUTRAL_PROFILE[:4], 3.0, NEUTRAL_PROFILE[5]], dtype=float))
     free = _chip(bytes_in_flight=0.0)
     assert float(apply_multipliers(free, log).bytes_in_flight) == pytest.approx(3e3, rel=1e-5)
     own = _chip(bytes_in_flight=2e3)

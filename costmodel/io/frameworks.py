@@ -19,7 +19,14 @@ IN_FLIGHT = "bytes_in_flight_KB"
 parallel unit (a GPU's SM), kB; the last entry of the log vector. Absent:
 `UNBOUNDED_IN_FLIGHT_KB`."""
 
-PROFILE_FIELDS = (*MULTIPLIERS, IN_FLIGHT)
+HALF_RATE = "half_rate_rows"
+"""The profile's matmul kernels' half-rate length (Hockney's n½ in rows per operand
+element, `Chip.half_rate_rows`): a framework's GEMM library tiles a batch's rows, and a
+matmul with m rows runs at `m / (m + n½ (1 - 1/m))` of the FLOP rate; the last entry of
+the log vector. Given, it replaces the chip's own; absent: `CHIP_HALF_RATE` (the chip's
+own stands)."""
+
+PROFILE_FIELDS = (*MULTIPLIERS, IN_FLIGHT, HALF_RATE)
 """Every number of a framework profile's log vector, in its order."""
 
 HOST_FIELDS = ("host_step_us", "host_per_sequence_us")
@@ -33,6 +40,13 @@ UNBOUNDED_IN_FLIGHT_KB = 1e9
 """The bytes in flight of a profile that does not bound them (1 TB per unit: no
 memory's latency limits such a stream)."""
 
+CHIP_HALF_RATE = 1e-9
+"""The half-rate rows of a profile that gives none: below `PROFILE_HALF_RATE_FLOOR`, so
+the chip's own `half_rate_rows` stands (`costmodel.apply_multipliers`)."""
+
+PROFILE_HALF_RATE_FLOOR = 1e-6
+"""Half-rate rows at or below this in a profile's vector mean "the chip's own"."""
+
 
 @dataclasses.dataclass(frozen=True)
 class Framework:
@@ -40,9 +54,9 @@ class Framework:
 
     Attributes:
         name: profile id.
-        multipliers: the `PROFILE_FIELDS`, each > 0: the four `MULTIPLIERS`, then the
+        multipliers: the `PROFILE_FIELDS`, each > 0: the four `MULTIPLIERS`, the
             bytes in flight per unit (kB; `UNBOUNDED_IN_FLIGHT_KB` when the file gives
-            none).
+            none), then the half-rate rows (`CHIP_HALF_RATE` when it gives none).
         host: the `HOST_FIELDS`, µs, each >= 0; None when the profile gives neither
             (the chip's own host time stands).
         max_batch: the most sequences the engine's scheduler runs in one step (vLLM's
@@ -57,7 +71,7 @@ class Framework:
     """
 
     name: str
-    multipliers: tuple[float, float, float, float, float]
+    multipliers: tuple[float, float, float, float, float, float]
     fit: tuple[str, ...]
     fitted_on: tuple[str, ...]
     base: str | None
@@ -82,7 +96,7 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
             t,
             where,
             {k: "positive" for k in MULTIPLIERS},
-            {IN_FLIGHT: "positive", "max_batch": "count", **{k: "nonneg" for k in HOST_FIELDS}},
+            {IN_FLIGHT: "positive", HALF_RATE: "positive", "max_batch": "count", **{k: "nonneg" for k in HOST_FIELDS}},
             strings=("source", "base", "description"),
             tables=("fit", "fitted_on", "chips"),
         )
@@ -101,7 +115,11 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
             raise InputError(f"{where}: missing field 'source' (how the profile was obtained)")
         out[name] = Framework(
             name=name,
-            multipliers=(*(t[k] for k in MULTIPLIERS), t.get(IN_FLIGHT, UNBOUNDED_IN_FLIGHT_KB)),
+            multipliers=(
+                *(t[k] for k in MULTIPLIERS),
+                t.get(IN_FLIGHT, UNBOUNDED_IN_FLIGHT_KB),
+                t.get(HALF_RATE, CHIP_HALF_RATE),
+            ),
             host=(t.get(HOST_FIELDS[0], 0.0), t.get(HOST_FIELDS[1], 0.0)) if set(HOST_FIELDS) & set(t) else None,
             max_batch=int(t["max_batch"]) if "max_batch" in t else None,
             fit=lists["fit"],
