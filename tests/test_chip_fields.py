@@ -35,6 +35,7 @@ SWITCH_ON = {
     "energy_per_byte": 10e-12,
     "small_kernel_bytes": 1e9,
     "half_rate_rows": 1e5,
+    "attention_half_rate_rows": 1e5,
     "static_power": 100.0,
     "kernel_overhead": 10e-6,
     "link_bandwidth": 100e9,

@@ -137,6 +137,7 @@ def test_slower_kernels_never_speed_a_step(seed):
         chip.replace(tiers=chip.tiers.replace(compute_feed=feed.at[2].multiply(0.5))),
         chip.replace(attention_efficiency=chip.attention_efficiency * 0.5),
         chip.replace(half_rate_rows=chip.half_rate_rows + 2.0),
+        chip.replace(attention_half_rate_rows=chip.attention_half_rate_rows + 2.0),
         chip.replace(small_kernel_efficiency=chip.small_kernel_efficiency * 0.5),
         chip.replace(small_kernel_bytes=chip.small_kernel_bytes * 4.0 + 1e6),
     ]
@@ -147,7 +148,8 @@ def test_slower_kernels_never_speed_a_step(seed):
 def test_compute_time_closed_form_with_kernel_fields():
     """All in DRAM, serial channels: the compute die's time is, per class, FLOPs over
     peak x efficiency x (attention efficiency on KV) x m/(m + m½) x DRAM feed, with m
-    the batch for weights and the query heads per KV head for attention."""
+    the batch for weights and the query heads per KV head for attention, and m½ the
+    weight matmuls' (`half_rate_rows`) or attention's (`attention_half_rate_rows`)."""
     model = cm.Model(n_layers=4, d_model=1024, n_heads=16, n_kv_heads=4, head_dim=64, d_ff=4096, vocab=32000)
     w = cm.Workload(model, cm.Scenario(batch=8, context=2048))
     chip = cm.make_chip(
@@ -157,6 +159,7 @@ def test_compute_time_closed_form_with_kernel_fields():
         compute_efficiency=0.8,
         attention_efficiency=0.5,
         half_rate_rows=3.0,
+        attention_half_rate_rows=5.0,
         compute_feed=(1.0, 1.0, 0.25),
         overlap=1.0,
     )
@@ -165,7 +168,8 @@ def test_compute_time_closed_form_with_kernel_fields():
     flops = np.asarray(traffic.flops, dtype=float)
     rows = np.where(np.asarray(cm.IS_KV), 16 / 4, 8.0)
     kernel = np.where(np.asarray(cm.IS_KV), 0.5, 1.0)
-    expected = np.sum(flops / (100e12 * 0.8 * kernel * rows / (rows + 3.0 * (1 - 1 / rows)) * 0.25))
+    half = np.where(np.asarray(cm.IS_KV), 5.0, 3.0)
+    expected = np.sum(flops / (100e12 * 0.8 * kernel * rows / (rows + half * (1 - 1 / rows)) * 0.25))
     assert float(cost.compute_seconds) == pytest.approx(expected, rel=1e-5)
     # The defaults (feed 1, attention efficiency 1, half-rate rows 0) are the plain rate.
     plain = cm.make_chip(capacity=(0, 0, 1e12), bandwidth=(0, 0, 1e12), peak_flops=100e12, compute_efficiency=0.8)

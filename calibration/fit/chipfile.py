@@ -77,6 +77,7 @@ def chip_toml(
         "host_step_us": f"fitted fixed time per call of the measured program (one iteration of the harness's loop; a decode step pays it once), {unc('call_overhead')}",
         "overlap": f"fitted p of the channel p-norm, {unc('overlap_p')}",
         "attention_efficiency": f"fitted FLOP rate of decode attention over that of matmuls, {unc('attention_efficiency')}",
+        "attention_half_rate_rows": "the fitted half_rate_rows: the fit has one n-half for every matmul of the trace, attention included",
         "half_rate_rows": f"fitted Hockney n-half of matmuls in rows per operand element: a matmul with m rows runs at m / (m + n-half (1 - 1/m)) of the FLOP rate, {unc('half_rate_rows')}",
         "small_kernel_MB": f"fitted operand size below which a kernel streams from the caches beyond the inner level and DRAM at small_kernel_efficiency of the bandwidth, {unc('small_kernel_bytes')}; efficiency {unc('small_kernel_efficiency')}, knee {unc('small_kernel_knee')}",
         "hot_array": f"the single-array microbenchmarks (stream, GEMV, GEMM, attention: one array looped over) stream {1 + v['hot_speedup_m1']:.3g}x ({unc('hot_array_speedup')}) faster than passes over distinct tensors (GEMV chains); a decode step reads distinct tensors, so the bandwidths here are the distinct-tensor ones",

@@ -232,6 +232,7 @@ def to_chip(knobs: Knobs, working_set=None) -> cm.Chip:
         compute_efficiency=1.0,
         attention_efficiency=jax.nn.sigmoid(knobs.logit_attention_efficiency),
         half_rate_rows=e(knobs.log_half_rate_rows),
+        attention_half_rate_rows=e(knobs.log_half_rate_rows),  # one n½ for every matmul of the trace
         small_kernel_bytes=e(knobs.log_small_kernel_bytes),
         small_kernel_efficiency=small_kernel_efficiency(knobs, working_set),
         small_kernel_knee=e(knobs.log_small_kernel_knee),

@@ -78,9 +78,12 @@ def flop_rate(chip: Chip, precision, attention, rows):
     """FLOP/s one chip's compute die reaches on a kernel, operands on chip: the peak of
     its `precision` x `Chip.compute_efficiency` x `Chip.attention_efficiency` (where
     `attention`: decode attention over a KV cache) x the Hockney factor of its `rows`
-    per operand element. Arguments broadcast (one entry per class, or per point)."""
+    per operand element (at `Chip.attention_half_rate_rows` for attention,
+    `Chip.half_rate_rows` for a weight matmul). Arguments broadcast (one entry per
+    class, or per point)."""
     kernel = jnp.where(attention, chip.attention_efficiency, 1.0)
-    return chip.peak_flops[precision] * chip.compute_efficiency * kernel * hockney(rows, chip.half_rate_rows)
+    half_rate = jnp.where(attention, chip.attention_half_rate_rows, chip.half_rate_rows)
+    return chip.peak_flops[precision] * chip.compute_efficiency * kernel * hockney(rows, half_rate)
 
 
 def class_flop_rates(workload: Workload, traffic: Traffic, chip: Chip) -> PerClass:

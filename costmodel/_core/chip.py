@@ -96,11 +96,10 @@ class Chip(eqx.Module):
         attention_stream_efficiency: fraction of the SRAM and DRAM bandwidth the
             decode-attention kernels reach streaming the KV cache, in (0, 1] (paged
             gathers and per-sequence kernels reach less than a weight stream).
-        half_rate_rows: Hockney's n½ of the matmuls, in rows m sharing each operand
-            element (the batch for weights, the query heads per KV head for
-            attention): a multi-row matmul runs at `m / (m + n½ (1 - 1/m))` of the
-            rate, a GEMV (m = 1) at all of it (`costmodel.hockney`); 0: every kernel
-            at the full rate.
+        half_rate_rows: Hockney's n½ of the weight matmuls, in rows m sharing each
+            weight element (the tokens of the batch): a multi-row matmul runs at
+            `m / (m + n½ (1 - 1/m))` of the rate, a GEMV (m = 1) at all of it
+            (`costmodel.hockney`); 0: every such kernel at the full rate.
         small_kernel_bytes: operand size below which a kernel streams from SRAM or
             DRAM at only `small_kernel_efficiency` of the bandwidth (a kernel library
             that blocks small operands for the cache, or too few bytes in flight to
@@ -134,6 +133,12 @@ class Chip(eqx.Module):
             gathering the last step's tokens), s; 0: none (`costmodel.host_seconds`).
         host_per_sequence: host time per sequence of the batch per step that is not
             hidden (each request's bookkeeping, sampling and detokenisation), s.
+        attention_half_rate_rows: Hockney's n½ of the decode-attention kernels, in
+            rows sharing each KV element (the query heads per KV head, times the
+            queries per sequence); 0: at the full rate. Separate from the weight
+            matmuls' (`half_rate_rows`): a GPU's GEMM library tiles a batch's rows,
+            while its decode-attention kernels stream the cache with their own
+            tiling. A calibration fit gives both one value.
 
     Names live outside the pytree (`costmodel.io.ChipInfo`), so that every chip
     shares one compiled program.
@@ -170,6 +175,7 @@ class Chip(eqx.Module):
     area: Scalar
     host_step: Scalar
     host_per_sequence: Scalar
+    attention_half_rate_rows: Scalar
 
     @property
     def n_chips(self) -> Scalar:
@@ -202,6 +208,7 @@ def make_chip(
     attention_efficiency: RealScalarLike = 1.0,
     attention_stream_efficiency: RealScalarLike = 1.0,
     half_rate_rows: RealScalarLike = 0.0,
+    attention_half_rate_rows: RealScalarLike = 0.0,
     small_kernel_bytes: RealScalarLike = 0.0,
     small_kernel_efficiency: RealScalarLike = 1.0,
     small_kernel_knee: RealScalarLike = SMALL_KERNEL_KNEE,
@@ -260,6 +267,7 @@ def make_chip(
         hop_latency=f(hop_latency),
         host_step=f(host_step),
         host_per_sequence=f(host_per_sequence),
+        attention_half_rate_rows=f(attention_half_rate_rows),
         overlap=f(overlap),
         parallel_units=f(parallel_units),
         bytes_in_flight=f(bytes_in_flight),

@@ -118,6 +118,7 @@ CHIP_SCHEMA: tuple[ChipField, ...] = (
     _top("attention_efficiency", "fraction", 1.0, ("attention_efficiency",), default=1.0),
     _top("attention_stream_efficiency", "fraction", 1.0, ("attention_stream_efficiency",), default=1.0),
     _top("half_rate_rows", "nonneg", 1.0, ("half_rate_rows",), default=0.0),
+    _top("attention_half_rate_rows", "nonneg", 1.0, ("attention_half_rate_rows",), default=0.0),
     _top("small_kernel_MB", "nonneg", 1e6, ("small_kernel_bytes",), default=0.0),
     _top("small_kernel_efficiency", "fraction", 1.0, ("small_kernel_efficiency",), default=1.0),
     _top("small_kernel_knee", "positive", 1.0, ("small_kernel_knee",), default=SMALL_KERNEL_KNEE),

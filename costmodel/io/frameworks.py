@@ -20,10 +20,11 @@ parallel unit (a GPU's SM), kB; the last entry of the log vector. Absent:
 `UNBOUNDED_IN_FLIGHT_KB`."""
 
 HALF_RATE = "half_rate_rows"
-"""The profile's matmul kernels' half-rate length (Hockney's n½ in rows per operand
+"""The profile's weight matmuls' half-rate length (Hockney's n½ in rows per weight
 element, `Chip.half_rate_rows`): a framework's GEMM library tiles a batch's rows, and a
-matmul with m rows runs at `m / (m + n½ (1 - 1/m))` of the FLOP rate; the last entry of
-the log vector. Given, it replaces the chip's own; absent: `CHIP_HALF_RATE` (the chip's
+matmul with m rows runs at `m / (m + n½ (1 - 1/m))` of the FLOP rate; decode attention
+keeps the chip's own (`Chip.attention_half_rate_rows`). The last entry of the log
+vector. Given, it replaces the chip's own; absent: `CHIP_HALF_RATE` (the chip's
 own stands)."""
 
 PROFILE_FIELDS = (*MULTIPLIERS, IN_FLIGHT, HALF_RATE)
