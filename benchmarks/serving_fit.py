@@ -3,7 +3,8 @@
 For each profile of `data/frameworks.toml` that fits `host_step_us` and
 `host_per_sequence_us`, refits them on its `fitted_on` rows of
 `data/measurements/serving.toml` (`costmodel.validate_serving.fit_host`) and prints the
-values beside the file's. Then the ablation: every serving row evaluated with the
+values beside the file's; the same for a backend variant fitted on serving rows for its
+kernel concurrency (`bytes_in_flight_KB`, `costmodel.validate_serving.fit_in_flight`). Then the ablation: every serving row evaluated with the
 profiles as they are and with their host time switched off, and the held-out medians
 of both. Writes `benchmarks/serving_fit_results.json`.
 
@@ -30,6 +31,11 @@ def main() -> None:
     frameworks = load_frameworks()
     fits = {}
     for name, f in frameworks.items():
+        if f.fit == ("bytes_in_flight_KB",) and all(i in by_id for i in f.fitted_on):
+            kb = vs.fit_in_flight([by_id[i] for i in f.fitted_on])
+            fits[name] = {"file": [f.multipliers[4]], "refit": [kb], "fitted_on": list(f.fitted_on)}
+            print(f"{name:<10} file: bytes_in_flight_KB = {f.multipliers[4]:.4g}   refit: {kb:.4g}")
+            continue
         if not set(HOST_FIELDS) <= set(f.fit) or f.host is None:
             continue
         fitted = vs.fit_host([by_id[i] for i in f.fitted_on])

@@ -265,20 +265,35 @@ def _fit(stacked, measured, weight, mask, neutral, start, steps, learning_rate, 
 
 def fit_all(rows: list[Row] | None = None, frameworks: dict[str, Framework] | None = None) -> dict[str, tuple]:
     """Refits every profile on exactly its `fitted_on` rows; returns name -> multipliers.
-    A serving engine's profile that fits only its host time (`HOST_FIELDS`, on serving
-    rows: `costmodel.validate_serving.fit_host`) is left out."""
+    A serving engine's profile fitted on serving rows (its host time,
+    `costmodel.validate_serving.fit_host`, or its kernel concurrency,
+    `fit_in_flight`) is left out."""
     rows = rows if rows is not None else load_rows()
     frameworks = frameworks if frameworks is not None else load_frameworks()
     by_id = {r.id: r for r in rows}
     out = {}
     for name, f in frameworks.items():
-        if f.fit and set(f.fit) <= set(HOST_FIELDS):
+        if fitted_on_serving_rows(f, by_id):
             continue
         missing = [i for i in f.fitted_on if i not in by_id]
         if missing:
             raise InputError(f"frameworks.{name}: fitted_on names unknown rows {missing}")
         out[name] = fit_framework([by_id[i] for i in f.fitted_on], f.fit, fixed=f.multipliers)
     return out
+
+
+def fitted_on_serving_rows(f: Framework, decode_rows: dict[str, Row]) -> bool:
+    """Whether a profile was fitted on serving rows (`data/measurements/serving.toml`:
+    its host time by `costmodel.validate_serving.fit_host`, or its kernel concurrency by
+    `fit_in_flight`) rather than on these decode rows (`decode_rows`, by id)."""
+    if f.fit and set(f.fit) <= set(HOST_FIELDS):
+        return True
+    if not f.fitted_on or any(i in decode_rows for i in f.fitted_on):
+        return False
+    from .validate_serving import load_serving_rows
+
+    serving = {r.id for r in load_serving_rows()}
+    return all(i in serving for i in f.fitted_on)
 
 
 def fit_serial_latency(row: Row, field: str) -> float:

@@ -226,10 +226,11 @@ class ServingResult:
         return out
 
 
-def _curve(row: ServingRow, host_us: tuple[float, float] | None = None):
+def _curve(row: ServingRow, host_us: tuple[float, float] | None = None, in_flight_kb: float | None = None):
     """(batches, TPOT s, TTFT s) of the feasible whole batches on the row's split, with
     the row's framework profile, its host time replaced by `host_us` (µs per step and
-    per sequence) when given."""
+    per sequence) and its kernels' bytes in flight per parallel unit by `in_flight_kb`
+    (kB) when given."""
     from .evaluation import apply_framework, apply_host
     from .io import chip_info, economics_preset
     from .serving import serve
@@ -239,6 +240,8 @@ def _curve(row: ServingRow, host_us: tuple[float, float] | None = None):
         info = apply_framework(info, row.framework)
     if host_us is not None:
         info = dataclasses.replace(info, chip=apply_host(info.chip, host_us))
+    if in_flight_kb is not None:
+        info = dataclasses.replace(info, chip=info.chip.replace(bytes_in_flight=in_flight_kb * 1e3))
     prompt = row.prompt_tokens if row.prompt_tokens is not None else 0.0
     want = row.concurrency if row.concurrency is not None else MAX_BATCH
     batches = np.unique(np.concatenate([np.arange(1, min(want, 64) + 1), np.geomspace(1, MAX_BATCH, 96).round()]))
@@ -357,6 +360,32 @@ def fit_host(rows: list[ServingRow]) -> tuple[float, float]:
         key=lambda m: m.fun,
     )
     return float(best.x[0]) ** 2, float(best.x[1]) ** 2
+
+
+def fit_in_flight(rows: list[ServingRow]) -> float:
+    """Fits a framework's kernel concurrency (`bytes_in_flight_KB`, kB per parallel
+    unit) to serving rows: the summed squared log error of each row's TPOT and
+    throughput (the figures it has), each served at its load as `evaluate_serving_row`
+    does with the row's framework's other fields as they are, minimised over the log of
+    the bytes in flight between 0.5 and 64 kB (bounded Brent).
+
+    Returns:
+        bytes_in_flight_KB.
+    """
+    from scipy.optimize import minimize_scalar
+
+    def loss(log_kb):
+        total = 0.0
+        for r in rows:
+            res = _at_load(r, *_curve(r, in_flight_kb=math.exp(log_kb)))
+            for key in ("tpot_ms", "output_tokens_per_second"):
+                measured = getattr(r, key)
+                if measured is not None:
+                    total += math.log(getattr(res, key) / measured) ** 2
+        return total
+
+    best = minimize_scalar(loss, bounds=(math.log(0.5), math.log(64.0)), method="bounded", options={"xatol": 1e-4})
+    return math.exp(float(best.x))
 
 
 def evaluate_serving_rows(rows: list[ServingRow]) -> list[ServingResult]:

@@ -44,12 +44,31 @@ def _table(tmp_path: Path, *loads: str) -> Path:
 def test_shipped_table_loads_and_every_scored_row_has_a_load():
     rows = vs.load_serving_rows()
     test = [r for r in rows if r.status in ("test", "fit")]
-    assert len(rows) >= 30 and len(test) >= 20 and sum(r.status == "fit" for r in rows) == 6
+    assert len(rows) >= 30 and len(test) >= 20 and sum(r.status == "fit" for r in rows) == 7
     assert all(r.prompt_tokens and (r.concurrency or r.request_rate) for r in test)
     assert all(r.source and r.conditions for r in rows)
     assert all(r.reason for r in rows if r.status == "reference")
     blind = [r for r in rows if r.blind]
     assert len(blind) >= 30 and all(r.status == "test" for r in blind)
+
+
+def test_rocm_variant_is_chosen_on_mi300x_and_its_fit_reproduces():
+    """vLLM 0.6 on ROCm is a backend variant: chosen on an MI300X, not on an H100; its
+    bytes in flight are fitted on its one fit row (`fit_in_flight`), which reproduces the
+    file's value; fewer bytes in flight never make a step faster."""
+    from costmodel.io.frameworks import load_frameworks, resolve_framework
+
+    frameworks = load_frameworks()
+    rocm = resolve_framework("vllm-0.6", "mi300x", frameworks)
+    assert rocm.name == "vllm-0.6-rocm" and resolve_framework("vllm-0.6", "h100-sxm", frameworks).name == "vllm-0.6"
+    assert rocm.host == frameworks["vllm-0.6"].host and rocm.max_batch == frameworks["vllm-0.6"].max_batch
+    by_id = {r.id: r for r in vs.load_serving_rows()}
+    fit_rows = [by_id[i] for i in rocm.fitted_on]
+    assert all(r.status == "fit" and r.framework == "vllm-0.6" and r.chip == "mi300x" for r in fit_rows)
+    assert vs.fit_in_flight(fit_rows) == pytest.approx(rocm.multipliers[4], rel=0.01)
+    row = fit_rows[0]
+    tpots = [vs._at_load(row, *vs._curve(row, in_flight_kb=kb)).tpot_ms for kb in (2.0, 4.0, 8.0)]
+    assert tpots[0] > tpots[1] > tpots[2]
 
 
 def test_summary_reports_the_blind_rows_apart(tmp_path):
