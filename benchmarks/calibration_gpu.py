@@ -526,6 +526,8 @@ FITTED_TOP = (
     "overlap",
     "attention_efficiency",
     "half_rate_rows",
+    "attention_half_rate_rows",
+    "host_step_us",
     "small_kernel_MB",
     "small_kernel_efficiency",
     "small_kernel_knee",
@@ -546,7 +548,8 @@ KNOB_FIELDS = {
     "kernel_overhead": [(None, "kernel_overhead_us")],
     "overlap_m1": [(None, "overlap")],
     "attention_efficiency": [(None, "attention_efficiency")],
-    "half_rate_rows": [(None, "half_rate_rows")],
+    "half_rate_rows": [(None, "half_rate_rows"), (None, "attention_half_rate_rows")],
+    "call_overhead": [(None, "host_step_us")],
     "dram_feed": [("dram", "compute_feed")],
 }
 

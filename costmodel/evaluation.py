@@ -23,7 +23,13 @@ from ._core.placement import CAPACITY_MARGIN, policy_placement
 from ._core.traffic import lower_traffic
 from ._core.workload import AccessProfile, Model, Workload
 from .io import ChipInfo, InputError, chip_info, load_model, make_scenario
-from .io.frameworks import CHIP_HALF_RATE, PROFILE_HALF_RATE_FLOOR, UNBOUNDED_IN_FLIGHT_KB, resolve_framework
+from .io.frameworks import (
+    CHIP_HALF_RATE,
+    PROFILE_FIELDS,
+    PROFILE_HALF_RATE_FLOOR,
+    UNBOUNDED_IN_FLIGHT_KB,
+    resolve_framework,
+)
 
 
 MAX_TENSOR_PARALLEL = 8
@@ -428,6 +434,11 @@ def apply_multipliers(chip: Chip, log_multipliers: jnp.ndarray) -> Chip:
         `Chip.half_rate_rows` the profile's where it gives one (above
         `PROFILE_HALF_RATE_FLOOR`), else the chip's own.
     """
+    if jnp.shape(log_multipliers) != (len(PROFILE_FIELDS),):
+        raise ValueError(
+            f"log_multipliers has shape {jnp.shape(log_multipliers)}: expected ({len(PROFILE_FIELDS)},), "
+            f"the logs of {list(PROFILE_FIELDS)}"
+        )
     m = jnp.exp(log_multipliers)
     efficiency = jnp.minimum(chip.tiers.efficiency * m[0], 1.0)
     tiers = eqx.tree_at(lambda t: t.efficiency, chip.tiers, efficiency)
@@ -470,7 +481,7 @@ def apply_host(chip: Chip, host_us) -> Chip:
 
 def apply_framework(info: ChipInfo, framework: str) -> ChipInfo:
     """A `ChipInfo` whose chip has the framework profile applied (for `evaluate`): its
-    multipliers and kernel concurrency (`apply_multipliers`), its host time
+    multipliers, kernel concurrency and GEMMs' half-rate rows (`apply_multipliers`), its host time
     (`apply_host`), and its scheduler's batch cap (`ChipInfo.max_batch`, for `serve`)."""
     f = resolve_framework(framework, info.name)
     chip = apply_multipliers(info.chip, jnp.log(jnp.asarray(f.multipliers, dtype=float)))

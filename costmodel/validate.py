@@ -14,7 +14,8 @@ different fractions of peak on different memories), and multipliers on every mem
 tier's `efficiency` and on `compute_efficiency` (each result capped at 1), on the
 per-layer `kernel_overhead` and on the all-reduce `link_latency`. The software term is
 as large as the hardware one: llama.cpp's CUDA kernels keep ~3 kB in flight per SM
-where gpt-fast keeps ~6 kB. The profiles are fitted (`fit_framework`, optax on logs) on
+where gpt-fast keeps ~6 kB. A profile may also set its GEMMs' half-rate rows
+(`Chip.half_rate_rows`, Hockney's n½ of the weight matmuls). The profiles are fitted (`fit_framework`, optax on logs) on
 the rows each profile lists in `fitted_on`, which the table marks `status = "fit"`;
 only the other rows (`status = "test"`) are scored.
 

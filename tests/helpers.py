@@ -76,6 +76,9 @@ def random_chip(rng: np.random.Generator, ordered: bool = True) -> cm.Chip:
         small_kernel_bytes=10 ** rng.uniform(6, 9) * (rng.random() < 0.5),
         small_kernel_efficiency=rng.uniform(0.3, 1.0),
         small_kernel_knee=rng.uniform(1.0, 20.0),
+        # Decode attention's own half-rate rows on some chips (drawn last: the draws
+        # above are those of the chips before the field).
+        attention_half_rate_rows=rng.uniform(0.0, 4.0) * (rng.random() < 0.5),
     )
 
 

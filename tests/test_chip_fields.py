@@ -143,8 +143,9 @@ def inert_reason(chip: cm.Chip, label: str) -> str | None:
         return "no bound on the bytes in flight (bytes_in_flight 0): a framework profile sets one"
     if label == "bytes_in_flight" and float(chip.parallel_units) <= 0:
         return "no parallel units (parallel_units 0): the chip file gives no SM count to bound DRAM streaming with"
-    if label == "half_rate_rows" and 0 < float(chip.half_rate_rows) < OFF:
-        return "Hockney's n1/2 fitted to its lower bound (below 1e-5 rows): matmuls at full rate from one row"
+    for name in ("half_rate_rows", "attention_half_rate_rows"):
+        if label == name and 0 < float(getattr(chip, name)) < OFF:
+            return "Hockney's n1/2 fitted to its lower bound (below 1e-5 rows): matmuls at full rate from one row"
     if label.startswith("small_kernel_") and float(chip.small_kernel_bytes) <= 0:
         return "the small-kernel step is off (small_kernel_bytes 0): only a calibrated chip has one"
     # At efficiency 1 the size and knee of the step change nothing; the efficiency
@@ -295,3 +296,25 @@ def test_tiers_of_absent_sections_are_zero_capacity():
     assert float(chip_info("hbm-pim-gpu").chip.tiers.capacity[PIM]) > 0.0
     assert SRAM < PIM < DRAM
     assert isinstance(chip_info("h100-sxm").chip, eqx.Module)
+
+
+def test_attention_half_rate_rows_defaults_to_the_weight_matmuls_and_round_trips(tmp_path):
+    """A chip file without `attention_half_rate_rows` (every file written before the field)
+    gives decode attention the weight matmuls' n-half; a chip whose two differ writes and
+    reads both back, one whose two agree leaves the key out."""
+    import tomllib
+
+    from costmodel.io.chips import chip_file_text, chip_from_table, chip_table
+
+    cpu = chip_info("cpu").chip
+    assert float(cpu.half_rate_rows) > 1.0
+    assert float(cpu.attention_half_rate_rows) == float(cpu.half_rate_rows)
+    for attention in (float(cpu.half_rate_rows), 0.0, 11.0):
+        chip = cpu.replace(attention_half_rate_rows=attention)
+        table = chip_table(chip, name="t", source="test", placement="sram", max_chips=1)
+        assert ("attention_half_rate_rows" in table) == (attention != float(cpu.half_rate_rows))
+        path = tmp_path / "t.toml"
+        path.write_text(chip_file_text(table, []))
+        back_chip = chip_from_table(tomllib.loads(path.read_text()), str(path), "t").chip
+        assert float(back_chip.attention_half_rate_rows) == pytest.approx(attention, rel=1e-5)
+        assert float(back_chip.half_rate_rows) == pytest.approx(float(cpu.half_rate_rows), rel=1e-5)

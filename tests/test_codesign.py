@@ -83,17 +83,22 @@ def test_placement_optimiser_matches_the_water_filling_closed_form():
 
 def test_designed_chip_inherits_the_system_kernel_fields():
     """A calibrated system's kernel fields (attention efficiency, half-rate rows, the
-    small-kernel step, the compute feed) carry over to every designed chip."""
+    small-kernel step, the compute feed) and its host time per step carry over to every
+    designed chip."""
     problem, _ = _parallel_tier_problem()
     system = problem.system.replace(
         attention_efficiency=0.7,
         half_rate_rows=3.0,
+        attention_half_rate_rows=5.0,
+        host_step=27e-6,
+        host_per_sequence=1e-6,
         small_kernel_bytes=2.4e6,
         small_kernel_efficiency=0.55,
         small_kernel_knee=17.0,
     )
     chip = cd.design_chip(dataclasses.replace(problem, system=system), _fixed_design(problem, 0.5, 0.4))
-    for name in ("attention_efficiency", "half_rate_rows", "small_kernel_bytes", "small_kernel_efficiency"):
+    names = ("attention_efficiency", "half_rate_rows", "attention_half_rate_rows", "small_kernel_bytes")
+    for name in (*names, "small_kernel_efficiency", "host_step", "host_per_sequence"):
         assert float(getattr(chip, name)) == pytest.approx(float(getattr(system, name))), name
     assert float(chip.small_kernel_knee) == pytest.approx(17.0)
 

@@ -208,6 +208,8 @@ def design_chip(problem: Problem, x, design: Design | None = None) -> Chip:
         link_bandwidth=ref.link_bandwidth,
         link_latency=ref.link_latency,
         hop_latency=ref.hop_latency,
+        host_step=ref.host_step,
+        host_per_sequence=ref.host_per_sequence,
         # The kernel efficiencies of the system's compute die (a calibrated chip's).
         attention_efficiency=ref.attention_efficiency,
         attention_stream_efficiency=ref.attention_stream_efficiency,

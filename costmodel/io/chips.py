@@ -118,7 +118,8 @@ CHIP_SCHEMA: tuple[ChipField, ...] = (
     _top("attention_efficiency", "fraction", 1.0, ("attention_efficiency",), default=1.0),
     _top("attention_stream_efficiency", "fraction", 1.0, ("attention_stream_efficiency",), default=1.0),
     _top("half_rate_rows", "nonneg", 1.0, ("half_rate_rows",), default=0.0),
-    _top("attention_half_rate_rows", "nonneg", 1.0, ("attention_half_rate_rows",), default=0.0),
+    # Absent: the weight matmuls' (`_derived_half_rate`), as before the two were apart.
+    _top("attention_half_rate_rows", "nonneg", 1.0, ("attention_half_rate_rows",)),
     _top("small_kernel_MB", "nonneg", 1e6, ("small_kernel_bytes",), default=0.0),
     _top("small_kernel_efficiency", "fraction", 1.0, ("small_kernel_efficiency",), default=1.0),
     _top("small_kernel_knee", "positive", 1.0, ("small_kernel_knee",), default=SMALL_KERNEL_KNEE),
@@ -134,6 +135,10 @@ and writing (`chip_table`) all go through it."""
 
 DERIVED_PEAKS = {"peak_tflops_f32", "peak_tflops_8", "peak_tflops_4"}
 """Optional peaks whose default comes from another peak (`_derived_peaks`)."""
+
+DERIVED = DERIVED_PEAKS | {"attention_half_rate_rows"}
+"""Optional fields whose default comes from another field (`_derived_peaks`,
+`_derived_half_rate`): a file leaves them out where they equal it."""
 
 OMITTED_AT_ZERO = ("host_step_us", "host_per_sequence_us")
 """Fields a chip file leaves out at 0, their default (`chip_table`)."""
@@ -157,11 +162,17 @@ def _derived_peaks(values: dict[str, float]) -> dict[str, float]:
     }
 
 
+def _derived_half_rate(values: dict[str, float]) -> dict[str, float]:
+    """Decode attention's half-rate rows where the file leaves them out: the weight
+    matmuls' (0 when both are absent)."""
+    return {"attention_half_rate_rows": values.get("attention_half_rate_rows", values.get("half_rate_rows", 0.0))}
+
+
 def _kinds(section: str | None) -> tuple[dict[str, str], dict[str, str]]:
     """(required, optional) field kinds of one table of a chip file, in file order."""
     fields = [f for f in CHIP_SCHEMA if f.section == section]
-    required = {f.key: f.kind for f in fields if f.default is None and f.key not in DERIVED_PEAKS}
-    optional = {f.key: f.kind for f in fields if f.default is not None or f.key in DERIVED_PEAKS}
+    required = {f.key: f.kind for f in fields if f.default is None and f.key not in DERIVED}
+    optional = {f.key: f.kind for f in fields if f.default is not None or f.key in DERIVED}
     if section is None:
         required = {**required, **SYSTEM_FIELDS}
     return required, optional
@@ -227,7 +238,7 @@ def chip_from_table(t: dict[str, Any], where: str, name: str) -> ChipInfo:
     placement = t.get("placement", "dram")
     if placement not in POLICIES:
         raise InputError(f"{where}: field 'placement' = {placement!r}: expected one of {list(POLICIES)}")
-    sections: dict[str | None, dict[str, Any]] = {None: {**t, **_derived_peaks(t)}}
+    sections: dict[str | None, dict[str, Any]] = {None: {**t, **_derived_peaks(t), **_derived_half_rate(t)}}
     for key in SECTIONS:
         if key in t:
             req, opt = _kinds(key)
@@ -293,6 +304,8 @@ def chip_table(
     for key in DERIVED_PEAKS:
         if _round(derived[key]) == top[key]:
             del top[key]
+    if top["attention_half_rate_rows"] == top["half_rate_rows"]:
+        del top["attention_half_rate_rows"]
     for key in OMITTED_AT_ZERO:  # a chip with no serving-stack host time: as before the fields
         if top[key] == 0.0:
             del top[key]

@@ -16,7 +16,7 @@ MULTIPLIERS = ("memory_efficiency", "compute_efficiency", "kernel_overhead", "li
 
 IN_FLIGHT = "bytes_in_flight_KB"
 """The profile's kernel concurrency: bytes its decode kernels keep in flight per
-parallel unit (a GPU's SM), kB; the last entry of the log vector. Absent:
+parallel unit (a GPU's SM), kB; the fifth entry of the log vector. Absent:
 `UNBOUNDED_IN_FLIGHT_KB`."""
 
 HALF_RATE = "half_rate_rows"
@@ -62,8 +62,9 @@ class Framework:
             (the chip's own host time stands).
         max_batch: the most sequences the engine's scheduler runs in one step (vLLM's
             `--max-num-seqs`), or None (no cap but the memory).
-        fit: which fields the fit may move (the other multipliers stay at 1, the bytes
-            in flight unbounded, the host times 0).
+        fit: which fields the fit may move (the others keep the profile's values:
+            multipliers of 1, the bytes in flight unbounded and the half-rate rows the
+            chip's own where it gives none).
         fitted_on: measurement row ids the profile was fitted on.
         base: for a backend variant (e.g. `llama.cpp-metal`), the framework name a user
             asks for; the variant is used on the chips it lists.
