@@ -45,7 +45,7 @@ from ._core.workload import Workload
 from .evaluation import NEUTRAL_PROFILE, apply_host, apply_multipliers, system_placement, system_size
 from .io import ChipInfo, InputError, chip_info, load_model, make_scenario
 from .io.frameworks import HOST_FIELDS, PROFILE_FIELDS, Framework, load_frameworks, resolve_framework
-from .io.measurements import GROUPS, Row, load_rows
+from .io.measurements import GROUPS, Row, load_rows, serving_row_ids
 
 
 TARGETS = {"batch1-gpu": 0.15, "apple": 0.15, "large-batch": 0.25}
@@ -291,9 +291,7 @@ def fitted_on_serving_rows(f: Framework, decode_rows: dict[str, Row]) -> bool:
         return True
     if not f.fitted_on or any(i in decode_rows for i in f.fitted_on):
         return False
-    from .validate_serving import load_serving_rows
-
-    serving = {r.id for r in load_serving_rows()}
+    serving = serving_row_ids()
     return all(i in serving for i in f.fitted_on)
 
 

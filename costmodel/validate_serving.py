@@ -38,7 +38,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .io import InputError
-from .io.files import data_dir, row_tables
+from .io.files import row_tables
+from .io.measurements import serving_table_path
 from .io.schema import check_table
 
 
@@ -78,10 +79,6 @@ class ServingRow:
     source: str
     conditions: str
     blind: str = ""
-
-
-def serving_table_path() -> Path:
-    return data_dir() / "measurements" / "serving.toml"
 
 
 def load_serving_rows(path: Path | str | None = None) -> list[ServingRow]:

@@ -52,6 +52,16 @@ def measurements_path() -> Path:
     return data_dir() / "measurements" / "measurements.toml"
 
 
+def serving_table_path() -> Path:
+    """The serving benchmarks' table (`costmodel.validate_serving` reads it)."""
+    return data_dir() / "measurements" / "serving.toml"
+
+
+def serving_row_ids() -> set[str]:
+    """The ids of the serving table's rows (unvalidated: which rows a profile names)."""
+    return {t["id"] for t in row_tables(serving_table_path()) if isinstance(t, dict) and "id" in t}
+
+
 def load_rows(path: Path | str | None = None) -> list[Row]:
     """The measurement table, validated (every row has a source and known presets)."""
     path = Path(path) if path is not None else measurements_path()
