@@ -11,8 +11,9 @@ Terms:
   the same rows instead (the model before issue 16).
 - **The GEMMs' half-rate length** (`half_rate_rows` of a profile, `costmodel.hockney`):
   a weight matmul over m rows runs at `m / (m + n½ (1 - 1/m))` of the FLOP rate. No
-  shipped profile sets it; the third variant gives TensorRT-LLM one 128-row GEMM tile
-  (its compute efficiency refitted), which BENCHMARKS.md explains is not shipped.
+  shipped profile sets it; the last variants give TensorRT-LLM 64 to 512 rows (one
+  128-row GEMM tile and either side; its compute efficiency refitted), which
+  BENCHMARKS.md explains is not shipped.
 """
 
 from __future__ import annotations
@@ -38,13 +39,14 @@ def _little_off(frameworks):
     return out
 
 
-TRT_TILE_ROWS = 128.0
-"""One thread-block tile of rows of CUTLASS's and cuBLAS's common GEMM tiles."""
+TRT_TILE_ROWS = (64.0, 128.0, 256.0, 512.0)
+"""TensorRT-LLM GEMM half-rate lengths tried: 128 rows is one thread-block tile of
+CUTLASS's and cuBLAS's common GEMM tiles, the others bracket it."""
 
 
-def _trt_tile(frameworks):
+def _trt_tile(frameworks, rows):
     f = frameworks["trt-llm"]
-    return {**frameworks, "trt-llm": dataclasses.replace(f, multipliers=(*f.multipliers[:5], TRT_TILE_ROWS))}
+    return {**frameworks, "trt-llm": dataclasses.replace(f, multipliers=(*f.multipliers[:5], rows))}
 
 
 def _refit(rows, frameworks):
@@ -64,7 +66,7 @@ def main() -> None:
     variants = {
         "full model": _refit(rows, shipped),
         "Little's law off": _refit(rows, _little_off(shipped)),
-        "trt-llm n-half 128": _refit(rows, _trt_tile(shipped)),
+        **{f"trt-llm n-half {n:g}": _refit(rows, _trt_tile(shipped, n)) for n in TRT_TILE_ROWS},
     }
     results = {k: v.evaluate_rows(rows, f) for k, f in variants.items()}
     lines = ["# held-out error per group (median / p90 APE), profiles refitted on the same fit rows", ""]

@@ -44,7 +44,7 @@ from ._core.traffic import lower_traffic
 from ._core.workload import Workload
 from .evaluation import NEUTRAL_PROFILE, apply_host, apply_multipliers, system_placement, system_size
 from .io import ChipInfo, InputError, chip_info, load_model, make_scenario
-from .io.frameworks import HOST_FIELDS, PROFILE_FIELDS, Framework, load_frameworks, resolve_framework
+from .io.frameworks import PROFILE_FIELDS, Framework, load_frameworks, resolve_framework
 from .io.measurements import GROUPS, Row, load_rows, serving_row_ids
 
 
@@ -287,8 +287,6 @@ def fitted_on_serving_rows(f: Framework, decode_rows: dict[str, Row]) -> bool:
     """Whether a profile was fitted on serving rows (`data/measurements/serving.toml`:
     its host time by `costmodel.validate_serving.fit_host`, or its kernel concurrency by
     `fit_in_flight`) rather than on these decode rows (`decode_rows`, by id)."""
-    if f.fit and set(f.fit) <= set(HOST_FIELDS):
-        return True
     if not f.fitted_on or any(i in decode_rows for i in f.fitted_on):
         return False
     serving = serving_row_ids()

@@ -323,6 +323,17 @@ def with_host(row: ServingRow, curve, host_us: tuple[float, float]):
     return b, step, ttft * step / tpot
 
 
+def _squared_log_error(res: ServingResult) -> float:
+    """The fits' loss for one row: the squared log errors of its TPOT and throughput
+    (the figures it has), summed."""
+    total = 0.0
+    for key in ("tpot_ms", "output_tokens_per_second"):
+        measured = getattr(res.row, key)
+        if measured is not None:
+            total += math.log(getattr(res, key) / measured) ** 2
+    return total
+
+
 def fit_host(rows: list[ServingRow]) -> tuple[float, float]:
     """Fits a framework's unhidden host time (`HOST_FIELDS`, µs) to serving rows.
 
@@ -340,14 +351,7 @@ def fit_host(rows: list[ServingRow]) -> tuple[float, float]:
 
     def loss(x):
         host = (float(x[0]) ** 2, float(x[1]) ** 2)
-        total = 0.0
-        for r, c in curves:
-            res = _at_load(r, *with_host(r, c, host))
-            for key in ("tpot_ms", "output_tokens_per_second"):
-                measured = getattr(r, key)
-                if measured is not None:
-                    total += math.log(getattr(res, key) / measured) ** 2
-        return total
+        return sum(_squared_log_error(_at_load(r, *with_host(r, c, host))) for r, c in curves)
 
     best = min(
         (
@@ -372,14 +376,7 @@ def fit_in_flight(rows: list[ServingRow]) -> float:
     from scipy.optimize import minimize_scalar
 
     def loss(log_kb):
-        total = 0.0
-        for r in rows:
-            res = _at_load(r, *_curve(r, in_flight_kb=math.exp(log_kb)))
-            for key in ("tpot_ms", "output_tokens_per_second"):
-                measured = getattr(r, key)
-                if measured is not None:
-                    total += math.log(getattr(res, key) / measured) ** 2
-        return total
+        return sum(_squared_log_error(_at_load(r, *_curve(r, in_flight_kb=math.exp(log_kb)))) for r in rows)
 
     best = minimize_scalar(loss, bounds=(math.log(0.5), math.log(64.0)), method="bounded", options={"xatol": 1e-4})
     return math.exp(float(best.x))
