@@ -44,7 +44,7 @@ def _table(tmp_path: Path, *loads: str) -> Path:
 def test_shipped_table_loads_and_every_scored_row_has_a_load():
     rows = vs.load_serving_rows()
     test = [r for r in rows if r.status in ("test", "fit")]
-    assert len(rows) >= 30 and len(test) >= 20 and sum(r.status == "fit" for r in rows) == 7
+    assert len(rows) >= 30 and len(test) >= 20 and sum(r.status == "fit" for r in rows) == 8
     assert all(r.prompt_tokens and (r.concurrency or r.request_rate) for r in test)
     assert all(r.source and r.conditions for r in rows)
     assert all(r.reason for r in rows if r.status == "reference")
@@ -69,6 +69,20 @@ def test_rocm_variant_is_chosen_on_mi300x_and_its_fit_reproduces():
     row = fit_rows[0]
     tpots = [vs._at_load(row, *vs._curve(row, in_flight_kb=kb)).tpot_ms for kb in (2.0, 4.0, 8.0)]
     assert tpots[0] > tpots[1] > tpots[2]
+
+
+def test_lmdeploy_profile_fit_reproduces_and_holds_out_the_rest():
+    """LMDeploy 0.2's TurboMind kernels: one number (bytes in flight per SM) fitted on one
+    row (`fit_in_flight`) reproduces the file's value; its other rows are scored."""
+    from costmodel.io.frameworks import load_frameworks
+
+    profile = load_frameworks()["lmdeploy-0.2"]
+    assert profile.fit == ("bytes_in_flight_KB",) and profile.host is None
+    rows = [r for r in vs.load_serving_rows() if r.framework == "lmdeploy-0.2"]
+    fit_rows = [r for r in rows if r.id in profile.fitted_on]
+    assert len(fit_rows) == 1 and all(r.status == "fit" for r in fit_rows)
+    assert sum(r.status == "test" for r in rows) == len(rows) - 1 >= 4
+    assert vs.fit_in_flight(fit_rows) == pytest.approx(profile.multipliers[4], rel=0.01)
 
 
 def test_summary_reports_the_blind_rows_apart(tmp_path):
