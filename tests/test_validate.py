@@ -78,8 +78,8 @@ def test_held_out_errors_meet_the_targets(results):
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 16: the 22 rows added on 2026-12-03 (AMD, quantised, prefill-heavy TensorRT-LLM) put large "
-    "batch at 26.5 % (target 25 %; batch-1 GPU 14.7 %, target 15 %); strict, so meeting the targets again turns "
+    reason="issue 16: the 22 rows added on 2026-12-03 (AMD, quantised, prefill-heavy TensorRT-LLM) and the 10 "
+    "H200 rows of the second blind check put large batch at 30.9 % (target 25 %; batch-1 GPU 14.7 %, target 15 %); strict, so meeting the targets again turns "
     "this into a failure that asks for the marker to go",
 )
 def test_gpu_groups_meet_their_targets(results):
@@ -93,8 +93,8 @@ def test_reported_figures_are_the_shipped_ones(results):
     s = v.summarize(results)
     assert s["median_ape"]["batch1-gpu"] == pytest.approx(0.147, abs=0.002)
     assert s["median_ape"]["apple"] == pytest.approx(0.025, abs=0.002)
-    assert s["median_ape"]["large-batch"] == pytest.approx(0.265, abs=0.002)
-    assert s["n_test"] == {"batch1-gpu": 34, "apple": 9, "large-batch": 16, "sram": 5}
+    assert s["median_ape"]["large-batch"] == pytest.approx(0.309, abs=0.002)
+    assert s["n_test"] == {"batch1-gpu": 34, "apple": 9, "large-batch": 26, "sram": 5}
     assert s["max_factor"]["sram"] == pytest.approx(1.66, abs=0.01)
 
 
