@@ -19,8 +19,8 @@ def main() -> None:
         for key, value in zip(v.PROFILE_FIELDS, m):
             print(f"{key} = {value:.4g}")
     print(f"fit time {time.perf_counter() - start:.1f} s")
-    groq = v.fit_serial_latency(by_id["groq-llama2-70b"], "kernel_overhead")
-    ovh = v.fit_serial_latency(by_id["cerebras-llama31-70b"], "kernel_overhead")
+    groq = v.fit_serial_latency(by_id[v.SERIAL_LATENCY_FITS["groq-lpu"][0]], "kernel_overhead")
+    ovh = v.fit_serial_latency(by_id[v.SERIAL_LATENCY_FITS["cerebras-wse3"][0]], "kernel_overhead")
     print(f"groq-lpu kernel_overhead_us = {groq * 1e6:.4g}")
     print(f"cerebras-wse3 kernel_overhead_us = {ovh * 1e6:.4g}")
 

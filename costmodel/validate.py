@@ -44,7 +44,7 @@ from ._core.traffic import lower_traffic
 from ._core.workload import Workload
 from .evaluation import NEUTRAL_PROFILE, apply_host, apply_multipliers, system_placement, system_size
 from .io import ChipInfo, InputError, chip_info, load_model, make_scenario
-from .io.frameworks import PROFILE_FIELDS, Framework, load_frameworks, resolve_framework
+from .io.frameworks import HOST_FIELDS, PROFILE_FIELDS, Framework, load_frameworks, resolve_framework
 from .io.measurements import GROUPS, Row, load_rows, serving_row_ids
 
 
@@ -53,6 +53,13 @@ TARGETS = {"batch1-gpu": 0.15, "apple": 0.15, "large-batch": 0.25}
 
 SRAM_FACTOR = 2.0
 """The SRAM machines' held-out rows must be within this factor of the measurement."""
+
+SERIAL_LATENCY_FITS = {
+    "groq-lpu": ("groq-llama2-70b", "kernel_overhead"),
+    "cerebras-wse3": ("cerebras-llama31-70b", "kernel_overhead"),
+}
+"""The chip presets with a serial latency fitted on one row (`fit_serial_latency`; the
+chip file's source says so): chip -> (the row, the field)."""
 
 
 # --- predicting a row -----------------------------------------------------------------
@@ -321,9 +328,11 @@ def _percentile(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q)) if values else float("nan")
 
 
-def summarize(results: list[Result]) -> dict[str, Any]:
-    """Median and 90th-percentile APE per group, for held-out and fitted rows apart."""
-    out: dict[str, Any] = {"median_ape": {}, "p90_ape": {}, "max_factor": {}, "n_test": {}, "fit": {}}
+def summarize(results: list[Result], frameworks: dict[str, Framework] | None = None) -> dict[str, Any]:
+    """Median and 90th-percentile APE per group, for held-out and fitted rows apart, and
+    what the group's held-out figures rest on (`fitted_behind`)."""
+    frameworks = frameworks if frameworks is not None else load_frameworks()
+    out: dict[str, Any] = {"median_ape": {}, "p90_ape": {}, "max_factor": {}, "n_test": {}, "fit": {}, "fitted": {}}
     for group in GROUPS:
         test = [r for r in results if r.row.group == group and r.row.status == "test"]
         fit = [r for r in results if r.row.group == group and r.row.status == "fit"]
@@ -333,7 +342,37 @@ def summarize(results: list[Result]) -> dict[str, Any]:
         out["max_factor"][group] = max((r.factor for r in test), default=float("nan"))
         out["n_test"][group] = len(test)
         out["fit"][group] = {"n": len(fit), "median_ape": _percentile([r.ape for r in fit], 50)}
+        out["fitted"][group] = fitted_behind(test, frameworks)
     return out
+
+
+def _field(f: Framework, key: str) -> float | None:
+    """A profile's value of one of its fields (`PROFILE_FIELDS` or `HOST_FIELDS`)."""
+    if key in HOST_FIELDS:
+        return None if f.host is None else f.host[HOST_FIELDS.index(key)]
+    return f.multipliers[PROFILE_FIELDS.index(key)]
+
+
+def fitted_behind(results: list[Result], frameworks: dict[str, Framework]) -> dict[str, int]:
+    """The fitted numbers the predictions of `results` use, and the measured rows they were
+    fitted on (of either table): each profile's `fit` fields on its `fitted_on` rows, and
+    a chip's serial latency fitted on one row (`SERIAL_LATENCY_FITS`)."""
+    parameters, rows = 0, set()
+    for name in sorted({r.framework for r in results}):
+        f = frameworks[name]
+        parameters += len(f.fit)
+        rows |= set(f.fitted_on)
+        base = frameworks[f.base] if f.base is not None else None
+        if base is None:
+            continue
+        carried = [k for k in base.fit if k not in f.fit and _field(f, k) == _field(base, k)]
+        if carried:  # a backend variant that carries its base's fitted values (vllm-0.6-rocm's host times)
+            parameters += len(carried)
+            rows |= set(base.fitted_on)
+    for chip in sorted({r.row.chip for r in results} & set(SERIAL_LATENCY_FITS)):
+        parameters += 1
+        rows.add(SERIAL_LATENCY_FITS[chip][0])
+    return {"parameters": parameters, "rows": len(rows)}
 
 
 def result_record(r: Result) -> dict[str, Any]:

@@ -123,10 +123,33 @@ def test_refit_reproduces_the_shipped_profiles(rows):
             assert value == pytest.approx(neutral, rel=1e-6), key
 
 
+def test_fitted_numbers_behind_a_group_are_counted(rows):
+    """Beside each group's figure: the fitted numbers its held-out predictions use and the
+    rows they were fitted on (issue 16)."""
+    from costmodel.io.frameworks import load_frameworks
+
+    frameworks = load_frameworks()
+    by_id = {r.id: r for r in rows}
+
+    def behind(*pairs):
+        return v.fitted_behind([v.Result(by_id[i], name, 1, 1, 1.0) for i, name in pairs], frameworks)
+
+    # gpt-fast: bytes in flight, kernel overhead and all-reduce latency, on its three fit rows
+    assert behind(("gptfast-a100-llama2-7b-bf16-tp2", "gpt-fast")) == {"parameters": 3, "rows": 3}
+    # twice the same profile counts once
+    twice = (("gptfast-a100-llama2-7b-bf16-tp2", "gpt-fast"), ("gptfast-a100-llama2-7b-bf16-tp4", "gpt-fast"))
+    assert behind(*twice) == {"parameters": 3, "rows": 3}
+    # the ROCm variant's bytes in flight (one row) and the two host times it carries from vllm-0.6 (two rows)
+    assert behind(("vllm-mi300x-tp8-llama31-405b-fp8-bs32-128-128", "vllm-0.6-rocm")) == {"parameters": 3, "rows": 3}
+    # an SRAM machine's fitted per-layer latency and its row; the native profile fits nothing
+    assert behind(("groq-llama2-7b", "native")) == {"parameters": 1, "rows": 1}
+    assert behind(("cerebras-llama31-8b", "native"), ("groq-llama2-7b", "native")) == {"parameters": 2, "rows": 2}
+
+
 def test_fitted_sram_latencies_reproduce_the_presets(rows):
     by_id = {r.id: r for r in rows}
-    groq = v.fit_serial_latency(by_id["groq-llama2-70b"], "kernel_overhead")
-    cerebras = v.fit_serial_latency(by_id["cerebras-llama31-70b"], "kernel_overhead")
+    groq = v.fit_serial_latency(by_id[v.SERIAL_LATENCY_FITS["groq-lpu"][0]], "kernel_overhead")
+    cerebras = v.fit_serial_latency(by_id[v.SERIAL_LATENCY_FITS["cerebras-wse3"][0]], "kernel_overhead")
     assert float(cm.chip_preset("groq-lpu").kernel_overhead) == pytest.approx(groq, rel=0.01)
     assert float(cm.chip_preset("cerebras-wse3").kernel_overhead) == pytest.approx(cerebras, rel=0.01)
 

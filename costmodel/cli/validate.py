@@ -217,6 +217,7 @@ def _print(results, summary) -> None:
         "worst factor",
         "target",
         "fit rows (median APE)",
+        "fitted numbers / on rows",
         title="error per group (held-out rows only; fit rows apart)",
     )
     for g in GROUPS:
@@ -230,5 +231,6 @@ def _print(results, summary) -> None:
             f"{summary['max_factor'][g]:.2f}",
             target,
             f"{fit['n']} ({fit['median_ape']:.1%})",
+            f"{summary['fitted'][g]['parameters']} / {summary['fitted'][g]['rows']}",
         )
     console.print(t)
