@@ -17,7 +17,12 @@ as large as the hardware one: llama.cpp's CUDA kernels keep ~3 kB in flight per 
 where gpt-fast keeps ~6 kB. A profile may also set its GEMMs' half-rate rows
 (`Chip.half_rate_rows`, Hockney's n½ of the weight matmuls). The profiles are fitted (`fit_framework`, optax on logs) on
 the rows each profile lists in `fitted_on`, which the table marks `status = "fit"`;
-only the other rows (`status = "test"`) are scored.
+only the other rows (`status = "test"`) are scored. A serving engine's profile also
+holds its unhidden host time (`apply_host`); such a profile, and a backend variant's
+kernel concurrency fitted on serving rows, come from `costmodel.validate_serving`
+(`fit_host`, `fit_in_flight`) and are not refitted here. `summarize` states beside each
+group's figure the fitted numbers behind it and their rows (`fitted_behind`), and the
+rows gathered for a blind check (`Row.blind`) apart.
 
 Rows with a static batch (`output_tokens_per_second_per_chip`) include prefill, priced
 here as compute-bound: each block class's FLOPs of a prefill of `batch x input_tokens`
@@ -44,7 +49,7 @@ from ._core.traffic import lower_traffic
 from ._core.workload import Workload
 from .evaluation import NEUTRAL_PROFILE, apply_host, apply_multipliers, system_placement, system_size
 from .io import ChipInfo, InputError, chip_info, load_model, make_scenario
-from .io.frameworks import HOST_FIELDS, PROFILE_FIELDS, Framework, load_frameworks, resolve_framework
+from .io.frameworks import PROFILE_FIELDS, Framework, load_frameworks, resolve_framework
 from .io.measurements import GROUPS, Row, load_rows, serving_row_ids
 
 
@@ -329,10 +334,19 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def summarize(results: list[Result], frameworks: dict[str, Framework] | None = None) -> dict[str, Any]:
-    """Median and 90th-percentile APE per group, for held-out and fitted rows apart, and
-    what the group's held-out figures rest on (`fitted_behind`)."""
+    """Median and 90th-percentile APE per group, for held-out and fitted rows apart; what
+    the group's held-out figures rest on (`fitted_behind`); and the same figures over the
+    held-out rows gathered for a blind check (`blind`, groups that have such rows)."""
     frameworks = frameworks if frameworks is not None else load_frameworks()
-    out: dict[str, Any] = {"median_ape": {}, "p90_ape": {}, "max_factor": {}, "n_test": {}, "fit": {}, "fitted": {}}
+    out: dict[str, Any] = {
+        "median_ape": {},
+        "p90_ape": {},
+        "max_factor": {},
+        "n_test": {},
+        "fit": {},
+        "fitted": {},
+        "blind": {},
+    }
     for group in GROUPS:
         test = [r for r in results if r.row.group == group and r.row.status == "test"]
         fit = [r for r in results if r.row.group == group and r.row.status == "fit"]
@@ -343,36 +357,38 @@ def summarize(results: list[Result], frameworks: dict[str, Framework] | None = N
         out["n_test"][group] = len(test)
         out["fit"][group] = {"n": len(fit), "median_ape": _percentile([r.ape for r in fit], 50)}
         out["fitted"][group] = fitted_behind(test, frameworks)
+        blind = [r.ape for r in test if r.row.blind]
+        if blind:  # the rows of a blind check, apart (`Row.blind`)
+            out["blind"][group] = {
+                "n": len(blind),
+                "median_ape": _percentile(blind, 50),
+                "p90_ape": _percentile(blind, 90),
+            }
     return out
-
-
-def _field(f: Framework, key: str) -> float | None:
-    """A profile's value of one of its fields (`PROFILE_FIELDS` or `HOST_FIELDS`)."""
-    if key in HOST_FIELDS:
-        return None if f.host is None else f.host[HOST_FIELDS.index(key)]
-    return f.multipliers[PROFILE_FIELDS.index(key)]
 
 
 def fitted_behind(results: list[Result], frameworks: dict[str, Framework]) -> dict[str, int]:
     """The fitted numbers the predictions of `results` use, and the measured rows they were
-    fitted on (of either table): each profile's `fit` fields on its `fitted_on` rows, and
-    a chip's serial latency fitted on one row (`SERIAL_LATENCY_FITS`)."""
-    parameters, rows = 0, set()
+    fitted on (of either table): each profile's `fit` fields on its `fitted_on` rows, the
+    fitted values it carries from another profile (`Framework.carried`) on that one's rows,
+    and a chip's serial latency fitted on one row (`SERIAL_LATENCY_FITS`). A number used by
+    several rows or profiles counts once."""
+    numbers: set[tuple[str, str]] = set()
+    rows: set[str] = set()
     for name in sorted({r.framework for r in results}):
+        if name not in frameworks:
+            raise InputError(f"framework {name!r}: expected one of {sorted(frameworks)}")
         f = frameworks[name]
-        parameters += len(f.fit)
+        numbers |= {(name, k) for k in f.fit}
         rows |= set(f.fitted_on)
-        base = frameworks[f.base] if f.base is not None else None
-        if base is None:
-            continue
-        carried = [k for k in base.fit if k not in f.fit and _field(f, k) == _field(base, k)]
-        if carried:  # a backend variant that carries its base's fitted values (vllm-0.6-rocm's host times)
-            parameters += len(carried)
-            rows |= set(base.fitted_on)
+        for key, source in f.carried:
+            numbers.add((source, key))
+            rows |= set(frameworks[source].fitted_on)
     for chip in sorted({r.row.chip for r in results} & set(SERIAL_LATENCY_FITS)):
-        parameters += 1
-        rows.add(SERIAL_LATENCY_FITS[chip][0])
-    return {"parameters": parameters, "rows": len(rows)}
+        row, field = SERIAL_LATENCY_FITS[chip]
+        numbers.add((chip, field))
+        rows.add(row)
+    return {"parameters": len(numbers), "rows": len(rows)}
 
 
 def result_record(r: Result) -> dict[str, Any]:

@@ -24,7 +24,11 @@ to the chip) at mean context `prompt + output / 2`, on the row's split:
 
 Scored (`status = "test"`): TPOT and throughput, each a relative error; TTFT is shown
 but not scored: under load it is queueing, which the model does not contain (a
-steady-state step time is not a waiting time).
+steady-state step time is not a waiting time). Rows marked `fit` are those a serving
+engine's profile was fitted on: its host times (`fit_host`, two rows) or its kernels'
+bytes in flight (`fit_in_flight`, one row); they are shown, not scored. Rows marked
+`blind` were gathered for a blind check (every check's rows together, `summary`'s
+"blind"); BENCHMARKS.md records each check's one blind score.
 """
 
 from __future__ import annotations
@@ -388,9 +392,10 @@ def evaluate_serving_rows(rows: list[ServingRow]) -> list[ServingResult]:
 
 def summary(results: list[ServingResult]) -> dict[str, Any]:
     """Median and p90 absolute error of each scored figure over the test rows, and of
-    both together (the goal's figure); the same over the blind check's rows alone
-    (`blind`: gathered without running the model, first scored blind; BENCHMARKS.md
-    records that score and any change made after it) under "blind"."""
+    both together (the goal's figure); the same over the blind checks' rows alone
+    (`blind`: gathered without running the model, each check first scored blind; every
+    check's rows together here, BENCHMARKS.md records each one's score and any change
+    made after it) under "blind"."""
     test = [r for r in results if r.row.status == "test"]
     out: dict[str, Any] = {"target": TARGET, "test_rows": len(test), **_figures(test)}
     blind = [r for r in test if r.row.blind]

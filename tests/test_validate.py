@@ -96,6 +96,11 @@ def test_reported_figures_are_the_shipped_ones(results):
     assert s["median_ape"]["large-batch"] == pytest.approx(0.309, abs=0.002)
     assert s["n_test"] == {"batch1-gpu": 34, "apple": 9, "large-batch": 26, "sram": 5}
     assert s["max_factor"]["sram"] == pytest.approx(1.66, abs=0.01)
+    fitted = {"batch1-gpu": (9, 9), "apple": (2, 2), "large-batch": (4, 4), "sram": (2, 2)}
+    assert {g: (f["parameters"], f["rows"]) for g, f in s["fitted"].items()} == fitted
+    # the second blind check's ten H200 rows, apart
+    assert set(s["blind"]) == {"large-batch"} and s["blind"]["large-batch"]["n"] == 10
+    assert s["blind"]["large-batch"]["median_ape"] == pytest.approx(0.368, abs=0.002)
 
 
 def test_every_scored_row_is_feasible_and_finite(rows):
@@ -141,9 +146,77 @@ def test_fitted_numbers_behind_a_group_are_counted(rows):
     assert behind(*twice) == {"parameters": 3, "rows": 3}
     # the ROCm variant's bytes in flight (one row) and the two host times it carries from vllm-0.6 (two rows)
     assert behind(("vllm-mi300x-tp8-llama31-405b-fp8-bs32-128-128", "vllm-0.6-rocm")) == {"parameters": 3, "rows": 3}
+    # llama.cpp's Metal variant fits its own two numbers and carries none of llama.cpp's
+    assert behind(("llamacpp-m2max-llama2-7b-q8_0", "llama.cpp-metal")) == {"parameters": 2, "rows": 2}
+    # vllm-0.6 (two host times) carries vllm's bytes in flight; with its ROCm variant the host times count once
+    both = (
+        ("vllm-mi300x-tp8-llama31-405b-fp8-bs32-128-128", "vllm-0.6-rocm"),
+        ("gptfast-a100-llama2-7b-bf16-tp2", "vllm-0.6"),
+    )
+    assert behind(*both) == {"parameters": 4, "rows": 4}
     # an SRAM machine's fitted per-layer latency and its row; the native profile fits nothing
     assert behind(("groq-llama2-7b", "native")) == {"parameters": 1, "rows": 1}
     assert behind(("cerebras-llama31-8b", "native"), ("groq-llama2-7b", "native")) == {"parameters": 2, "rows": 2}
+
+
+def test_a_carried_value_must_match_its_source(tmp_path):
+    """A profile that carries another's fitted value (`carried`) is checked against it, so
+    a refit of the source that is not copied over fails to load, naming both values."""
+    from costmodel.io import InputError
+    from costmodel.io.frameworks import frameworks_path, load_frameworks
+
+    text = frameworks_path().read_text()
+    assert text.count("host_step_us = 2535.7") == 2  # vllm-0.6 and the ROCm variant that carries it
+    bad = tmp_path / "frameworks.toml"
+    i = text.rindex("host_step_us = 2535.7")
+    bad.write_text(text[:i] + "host_step_us = 2600.0" + text[i + len("host_step_us = 2535.7") :])
+    with pytest.raises(InputError, match=r"vllm-0.6-rocm.*'carried'.*host_step_us.*2600.*2535.7"):
+        load_frameworks(bad)
+    unknown = tmp_path / "unknown.toml"
+    unknown.write_text(
+        text.replace('carried = { bytes_in_flight_KB = "vllm" }', 'carried = { bytes_in_flight_KB = "sglang" }')
+    )
+    with pytest.raises(InputError, match=r"vllm-0.6.*'carried'.*bytes_in_flight_KB = 'sglang'"):
+        load_frameworks(unknown)
+
+
+def test_validate_with_a_profile_file_of_its_own(tmp_path, capsys, rows):
+    """`--frameworks FILE` with a profile the shipped file lacks: its rows are predicted and
+    the fitted numbers behind each group are counted from that file."""
+    from costmodel.io.frameworks import frameworks_path
+    from costmodel.io.measurements import measurements_path
+
+    frameworks = tmp_path / "frameworks.toml"
+    extra = "\n[frameworks.trtx]\nmemory_efficiency = 1.0\ncompute_efficiency = 0.5\nkernel_overhead = 1.0\n"
+    extra += 'link_latency = 1.0\nfit = ["compute_efficiency"]\nfitted_on = ["x", "y"]\nsource = "test"\n'
+    frameworks.write_text(frameworks_path().read_text() + extra)
+    table = tmp_path / "rows.toml"
+    text = measurements_path().read_text()
+    start = text.index('[[rows]]\nid = "trtllm-h100-llama-7b-fp8-bs112-128-2048"')
+    row = text[start : text.index("[[rows]]", start + 8)].replace('framework = "trt-llm"', 'framework = "trtx"')
+    table.write_text(row)
+    assert main(["validate", "--table", str(table), "--frameworks", str(frameworks), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["rows"][0]["framework"] == "trtx"
+    assert out["fitted"]["large-batch"] == {"parameters": 1, "rows": 2}
+
+
+def test_serial_latency_fits_are_the_chips_marked_fitted():
+    """`SERIAL_LATENCY_FITS` names exactly the chip presets whose kernel overhead the chip
+    file says was fitted to a measurement row, and that row."""
+    import tomllib
+
+    from costmodel.io.files import data_dir
+
+    chips = tomllib.loads((data_dir() / "chips.toml").read_text())["chips"]
+    marked = {
+        name: c["sources"]["kernel_overhead_us"]
+        for name, c in chips.items()
+        if "FITTED" in c.get("sources", {}).get("kernel_overhead_us", "")
+    }
+    assert set(marked) == set(v.SERIAL_LATENCY_FITS)
+    for chip, (row, field) in v.SERIAL_LATENCY_FITS.items():
+        assert field == "kernel_overhead" and row in marked[chip]
 
 
 def test_fitted_sram_latencies_reproduce_the_presets(rows):

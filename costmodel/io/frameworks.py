@@ -70,6 +70,9 @@ class Framework:
             asks for; the variant is used on the chips it lists.
         chips: chip ids a backend variant applies to.
         source: how the profile was obtained.
+        carried: (field, profile) pairs: fields whose value is another profile's
+            fitted one, copied (vllm-0.6-rocm's host times are vllm-0.6's); the loader
+            checks the copy against the source.
     """
 
     name: str
@@ -81,6 +84,14 @@ class Framework:
     source: str
     host: tuple[float, float] | None = None
     max_batch: int | None = None
+    carried: tuple[tuple[str, str], ...] = ()
+
+    def value(self, field: str) -> float | None:
+        """The profile's value of one of its fields (`PROFILE_FIELDS`, `HOST_FIELDS`;
+        None for a host field of a profile with no host time)."""
+        if field in HOST_FIELDS:
+            return None if self.host is None else self.host[HOST_FIELDS.index(field)]
+        return self.multipliers[PROFILE_FIELDS.index(field)]
 
 
 def frameworks_path() -> Path:
@@ -100,7 +111,7 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
             {k: "positive" for k in MULTIPLIERS},
             {IN_FLIGHT: "positive", HALF_RATE: "positive", "max_batch": "count", **{k: "nonneg" for k in HOST_FIELDS}},
             strings=("source", "base", "description"),
-            tables=("fit", "fitted_on", "chips"),
+            tables=("fit", "fitted_on", "chips", "carried"),
         )
         lists = {}
         for key in ("fit", "fitted_on", "chips"):
@@ -115,6 +126,15 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
                 )
         if not t.get("source"):
             raise InputError(f"{where}: missing field 'source' (how the profile was obtained)")
+        carried = t.get("carried", {})
+        if not isinstance(carried, dict) or not all(isinstance(v, str) for v in carried.values()):
+            raise InputError(f"{where}: field 'carried' = {carried!r}: expected a table of field = \"profile\"")
+        for key in carried:
+            if key not in PROFILE_FIELDS + HOST_FIELDS or key in lists["fit"]:
+                raise InputError(
+                    f"{where}: field 'carried' has {key!r}: expected a field of {list(PROFILE_FIELDS + HOST_FIELDS)} "
+                    "that the profile does not fit itself"
+                )
         out[name] = Framework(
             name=name,
             multipliers=(
@@ -129,10 +149,20 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
             base=t.get("base"),
             chips=lists["chips"],
             source=t["source"],
+            carried=tuple(sorted(carried.items())),
         )
     for f in out.values():
         if f.base is not None and f.base not in out:
             raise InputError(f"{path}: frameworks.{f.name}: field 'base' = {f.base!r}: expected a framework name")
+        for key, source in f.carried:
+            where = f"{path}: frameworks.{f.name}: field 'carried'"
+            if source not in out or key not in out[source].fit:
+                raise InputError(f"{where} has {key} = {source!r}: expected a profile that fits {key!r}")
+            if f.value(key) != out[source].value(key):
+                raise InputError(
+                    f"{where} has {key} = {source!r}: the profile's {key} = {f.value(key)!r} differs from "
+                    f"{source}'s {out[source].value(key)!r}: expected the same value (copy the refitted one)"
+                )
     return out
 
 

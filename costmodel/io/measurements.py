@@ -46,6 +46,7 @@ class Row:
     source: str
     conditions: str
     reason: str
+    blind: str = ""
 
 
 def measurements_path() -> Path:
@@ -95,6 +96,7 @@ def load_rows(path: Path | str | None = None) -> list[Row]:
                 "source",
                 "conditions",
                 "reason",
+                "blind",
             ),
         )
         for key in ("id", "group", "status", "chip", "framework", "model", "metric", "source", "conditions"):
@@ -107,6 +109,8 @@ def load_rows(path: Path | str | None = None) -> list[Row]:
         for key, allowed in (("group", GROUPS), ("status", STATUSES), ("metric", METRICS)):
             if t[key] not in allowed:
                 raise InputError(f"{where}: field {key!r} = {t[key]!r}: expected one of {list(allowed)}")
+        if t.get("blind") and t["status"] != "test":
+            raise InputError(f"{where}: field 'blind' = {t['blind']!r}: a blind-check row is held out (status 'test')")
         if t["status"] == "reference" and not t.get("reason"):
             raise InputError(f"{where}: missing field 'reason' (why a reference row is not scored)")
         if t["metric"] == "output_tokens_per_second_per_chip":
@@ -143,6 +147,7 @@ def load_rows(path: Path | str | None = None) -> list[Row]:
                 source=t["source"],
                 conditions=t["conditions"],
                 reason=t.get("reason", ""),
+                blind=t.get("blind", ""),
             )
         )
     return out
