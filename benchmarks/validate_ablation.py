@@ -14,6 +14,12 @@ Terms:
   shipped profile sets it; the last variants give TensorRT-LLM 64 to 512 rows (one
   128-row GEMM tile and either side; its compute efficiency refitted), which
   BENCHMARKS.md explains is not shipped.
+- **Prefill at the chip's rate** (`costmodel.validate.Prepared`): a static batch's
+  prefill at the chip's own compute efficiency, the profile's being fitted on decode
+  steps. Off: at the profile's (the model before 2026-12-04).
+- **K/V re-reads of TensorRT-LLM before v0.7** (`Chip.attention_kv_rereads`, the
+  `trt-llm` profile's `attention_kv_rereads = 1`): its attention streams a GQA group's
+  K/V once per query head. Off: once per K/V head.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 import costmodel.validate as v
-from costmodel.io.frameworks import IN_FLIGHT, UNBOUNDED_IN_FLIGHT_KB
+from costmodel.io.frameworks import IN_FLIGHT, PROFILE_FIELDS, UNBOUNDED_IN_FLIGHT_KB
 
 
 OUT = Path(__file__).with_name("validate_ablation.txt")
@@ -49,13 +55,29 @@ def _trt_tile(frameworks, rows):
     return {**frameworks, "trt-llm": dataclasses.replace(f, multipliers=(*f.multipliers[:5], rows))}
 
 
-def _refit(rows, frameworks):
+def _rereads_off(frameworks):
+    return {k: dataclasses.replace(f, kv_rereads=None) for k, f in frameworks.items()}
+
+
+def _refit(rows, frameworks, prefill_at_chip_rate=True):
     by_id = {r.id: r for r in rows}
     out = {}
     for name, f in frameworks.items():
         # A serving engine's host time is fitted on serving rows, not these.
         fitted = [by_id[i] for i in f.fitted_on if i in by_id]
-        m = v.fit_framework(fitted, f.fit, fixed=f.multipliers) if fitted else f.multipliers
+        m = (
+            v.fit_framework(
+                fitted, f.fit, fixed=f.multipliers, kv_rereads=f.kv_rereads, prefill_at_chip_rate=prefill_at_chip_rate
+            )
+            if fitted
+            else f.multipliers
+        )
+        out[name] = dataclasses.replace(f, multipliers=tuple(m))
+    for name, f in out.items():  # a carried value follows its source's refit
+        m = list(f.multipliers)
+        for key, source in f.carried:
+            if key in PROFILE_FIELDS:
+                m[PROFILE_FIELDS.index(key)] = out[source].multipliers[PROFILE_FIELDS.index(key)]
         out[name] = dataclasses.replace(f, multipliers=tuple(m))
     return out
 
@@ -66,9 +88,13 @@ def main() -> None:
     variants = {
         "full model": _refit(rows, shipped),
         "Little's law off": _refit(rows, _little_off(shipped)),
+        "prefill at profile": _refit(rows, shipped, prefill_at_chip_rate=False),
+        "K/V re-reads off": _refit(rows, _rereads_off(shipped)),
+        "both off": _refit(rows, _rereads_off(shipped), prefill_at_chip_rate=False),
         **{f"trt-llm n-half {n:g}": _refit(rows, _trt_tile(shipped, n)) for n in TRT_TILE_ROWS},
     }
-    results = {k: v.evaluate_rows(rows, f) for k, f in variants.items()}
+    own_rate = {k: not k.startswith(("prefill at profile", "both off")) for k in variants}
+    results = {k: v.evaluate_rows(rows, f, prefill_at_chip_rate=own_rate[k]) for k, f in variants.items()}
     lines = ["# held-out error per group (median / p90 APE), profiles refitted on the same fit rows", ""]
     lines.append(f"{'variant':<20} " + " ".join(f"{g:>22}" for g in v.GROUPS))
     for name, res in results.items():

@@ -482,11 +482,14 @@ def apply_host(chip: Chip, host_us) -> Chip:
 def apply_framework(info: ChipInfo, framework: str) -> ChipInfo:
     """A `ChipInfo` whose chip has the framework profile applied (for `evaluate`): its
     multipliers, kernel concurrency and GEMMs' half-rate rows (`apply_multipliers`), its host time
-    (`apply_host`), and its scheduler's batch cap (`ChipInfo.max_batch`, for `serve`)."""
+    (`apply_host`), its attention kernels' K/V re-reads (`Chip.attention_kv_rereads`), and its
+    scheduler's batch cap (`ChipInfo.max_batch`, for `serve`)."""
     f = resolve_framework(framework, info.name)
     chip = apply_multipliers(info.chip, jnp.log(jnp.asarray(f.multipliers, dtype=float)))
     if f.host is not None:
         chip = apply_host(chip, f.host)
+    if f.kv_rereads is not None:
+        chip = chip.replace(attention_kv_rereads=f.kv_rereads)
     caps = [c for c in (info.max_batch, f.max_batch) if c is not None]
     cap = min(caps) if caps else None
     return dataclasses.replace(info, chip=chip, label=f"{info.label or info.name} ({f.name})", max_batch=cap)

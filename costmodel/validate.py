@@ -28,7 +28,10 @@ Rows with a static batch (`output_tokens_per_second_per_chip`) include prefill, 
 here as compute-bound: each block class's FLOPs of a prefill of `batch x input_tokens`
 tokens at the core's FLOP rate for that class (`costmodel.class_flop_rates`: the peak
 x `compute_efficiency`, x the Hockney factor of its rows, the tokens sharing each
-weight element), over the tensor-parallel group.
+weight element), over the tensor-parallel group. The prefill runs at the chip's own
+compute efficiency (a cuBLAS-class sustained GEMM rate, per preset source), not the
+profile's: a profile's compute efficiency is fitted on decode steps (GEMMs over the
+batch's few hundred rows, attention, sampling) and describes those.
 """
 
 from __future__ import annotations
@@ -74,7 +77,9 @@ class Prepared(eqx.Module):
     """Everything a row's prediction needs except the framework multipliers.
 
     `rate = numerator / (prefill_weight * prefill_seconds + steps * step_seconds)`;
-    for a per-sequence rate `numerator = 1, prefill_weight = 0, steps = 1`.
+    for a per-sequence rate `numerator = 1, prefill_weight = 0, steps = 1`. The prefill
+    runs at the chip's own compute efficiency where `own_prefill_rate` is 1 and at the
+    profile's where it is 0 (the model before 2026-12-04, for the ablation).
     """
 
     workload: Workload
@@ -84,10 +89,12 @@ class Prepared(eqx.Module):
     numerator: jnp.ndarray
     prefill_weight: jnp.ndarray
     steps: jnp.ndarray
+    own_prefill_rate: jnp.ndarray
 
 
-def prepare(row: Row) -> tuple[Prepared, ChipInfo]:
-    """Builds a row's workload, system (chip x layout) and placement, without a profile."""
+def prepare(row: Row, *, prefill_at_chip_rate: bool = True) -> tuple[Prepared, ChipInfo]:
+    """Builds a row's workload, system (chip x layout) and placement, without a profile
+    (`prefill_at_chip_rate`: see `Prepared`)."""
     info = chip_info(row.chip)
     model = load_model(row.model)
     scenario = make_scenario(batch=row.batch, context=row.context, weights=row.weights, kv=row.kv)
@@ -109,7 +116,8 @@ def prepare(row: Row) -> tuple[Prepared, ChipInfo]:
     else:
         prefill, numerator, prefill_weight, steps = workload, 1.0, 0.0, 1.0
     f = lambda x: jnp.asarray(x, dtype=float)
-    return Prepared(workload, prefill, chip, placement, f(numerator), f(prefill_weight), f(steps)), info
+    own = f(1.0 if prefill_at_chip_rate else 0.0)
+    return Prepared(workload, prefill, chip, placement, f(numerator), f(prefill_weight), f(steps), own), info
 
 
 def prefill_seconds(prefill: Workload, chip: Chip) -> jnp.ndarray:
@@ -124,7 +132,11 @@ def predict(prepared: Prepared, log_multipliers: jnp.ndarray) -> jnp.ndarray:
     """The predicted value of a prepared row under a framework's log multipliers."""
     chip = apply_multipliers(prepared.chip, log_multipliers)
     step = decode_cost(prepared.workload, chip, prepared.placement).seconds_per_step
-    pre = prefill_seconds(prepared.prefill, chip)
+    # A profile's compute efficiency is fitted on, and describes, its decode steps; a
+    # static batch's prefill runs GEMMs over batch x prompt rows at the chip's own rate.
+    own = prepared.own_prefill_rate
+    prefill_chip = apply_multipliers(prepared.chip, log_multipliers.at[COMPUTE].multiply(1.0 - own))
+    pre = prefill_seconds(prepared.prefill, prefill_chip)
     return prepared.numerator / (prepared.prefill_weight * pre + prepared.steps * step)
 
 
@@ -162,16 +174,20 @@ def _log_multipliers(row: Row, frameworks: dict[str, Framework]) -> tuple[str, j
     return f.name, jnp.log(jnp.asarray(f.multipliers, dtype=float))
 
 
-def evaluate_rows(rows: list[Row] | None = None, frameworks: dict[str, Framework] | None = None) -> list[Result]:
-    """Predicts every row with its framework profile."""
+def evaluate_rows(
+    rows: list[Row] | None = None, frameworks: dict[str, Framework] | None = None, *, prefill_at_chip_rate: bool = True
+) -> list[Result]:
+    """Predicts every row with its framework profile (`prefill_at_chip_rate`: see `Prepared`)."""
     rows = rows if rows is not None else load_rows()
     frameworks = frameworks if frameworks is not None else load_frameworks()
     out = []
     for row in rows:
-        prepared, _ = prepare(row)
+        prepared, _ = prepare(row, prefill_at_chip_rate=prefill_at_chip_rate)
         f = resolve_framework(row.framework, row.chip, frameworks)
         if f.host is not None:
             prepared = eqx.tree_at(lambda p: p.chip, prepared, apply_host(prepared.chip, f.host))
+        if f.kv_rereads is not None:
+            prepared = eqx.tree_at(lambda p: p.chip, prepared, prepared.chip.replace(attention_kv_rereads=f.kv_rereads))
         name, logm = _log_multipliers(row, frameworks)
         value = float(_predict_jit(prepared, logm))
         tp, pp = int(prepared.chip.tensor_parallel), int(prepared.chip.pipeline_parallel)
@@ -184,6 +200,16 @@ def evaluate_rows(rows: list[Row] | None = None, frameworks: dict[str, Framework
 FIT_PAD = 8
 """Fits pad their rows to a multiple of this, so one compiled program serves every fit."""
 
+
+COMPUTE = PROFILE_FIELDS.index("compute_efficiency")
+"""The compute efficiency's place in a profile's log vector."""
+
+COMPUTE_START = 0.5
+"""Where a fit of a profile's compute-efficiency multiplier starts, and what its ridge
+pulls towards: a decode step at a large batch reaches well under a chip's sustained GEMM
+rate. From 1 a fit can start where the step is memory-bound and the loss flat (the
+TensorRT-LLM fit row at batch 768 is, once its prefill runs at the chip's rate), and not
+move."""
 
 HALF_RATE_START = 128.0
 """Where a fit of a profile's half-rate rows starts, and what its ridge pulls towards:
@@ -209,14 +235,17 @@ def fit_framework(
     steps: int = 600,
     learning_rate: float = 0.05,
     ridge: float = 1e-3,
+    kv_rereads: float | None = None,
+    prefill_at_chip_rate: bool = True,
 ) -> tuple[float, float, float, float, float, float]:
     """Fits a profile's fields to rows, in log space, with optax.
 
     Minimises `mean((log predicted - log measured)**2) + ridge * |log m - log m0|**2`
     over the logs of the `PROFILE_FIELDS` named in `fit`; the others stay at `fixed`
     (by default neutral: multipliers of 1, unbounded bytes in flight, the chip's own
-    half-rate rows). `m0` is 1 for a multiplier, `IN_FLIGHT_START_KB` for the bytes in
-    flight and `HALF_RATE_START` for the half-rate rows.
+    half-rate rows). `m0` is 1 for a multiplier (`COMPUTE_START` for the compute
+    efficiency's), `IN_FLIGHT_START_KB` for the bytes in flight and `HALF_RATE_START` for
+    the half-rate rows.
 
     Args:
         rows: the rows to fit on (their framework field is ignored).
@@ -225,6 +254,8 @@ def fit_framework(
             profile's own: a value it sets from a source).
         steps, learning_rate: Adam schedule.
         ridge: pull towards `m0`, which also fixes what no row constrains.
+        kv_rereads: the profile's `Chip.attention_kv_rereads` (not fitted), or None.
+        prefill_at_chip_rate: see `Prepared`.
 
     Returns:
         The six fields, in `PROFILE_FIELDS` order.
@@ -232,7 +263,9 @@ def fit_framework(
     neutral = jnp.log(jnp.asarray(fixed, dtype=float))
     if not rows:
         return tuple(float(x) for x in jnp.exp(neutral))  # type: ignore[return-value]
-    prepared = [prepare(r)[0] for r in rows]
+    prepared = [prepare(r, prefill_at_chip_rate=prefill_at_chip_rate)[0] for r in rows]
+    if kv_rereads is not None:
+        prepared = [eqx.tree_at(lambda p: p.chip, p, p.chip.replace(attention_kv_rereads=kv_rereads)) for p in prepared]
     n = len(prepared)
     padded = math.ceil(n / FIT_PAD) * FIT_PAD
     prepared = prepared + [prepared[0]] * (padded - n)
@@ -240,7 +273,9 @@ def fit_framework(
     measured = jnp.asarray([r.value for r in rows] + [rows[0].value] * (padded - n), dtype=float)
     weight = jnp.asarray([1.0] * n + [0.0] * (padded - n), dtype=float)
     mask = jnp.asarray([1.0 if k in fit else 0.0 for k in PROFILE_FIELDS], dtype=float)
-    starts = jnp.log(jnp.asarray([*NEUTRAL_PROFILE[:4], IN_FLIGHT_START_KB, HALF_RATE_START], dtype=float))
+    starts = NEUTRAL_PROFILE[:4]
+    starts = (starts[0], COMPUTE_START, *starts[2:4], IN_FLIGHT_START_KB, HALF_RATE_START)
+    starts = jnp.log(jnp.asarray(starts, dtype=float))
     start = jnp.where(mask > 0, starts, neutral)
     params, history = _fit(stacked, measured, weight, mask, neutral, start, steps, learning_rate, ridge)
     del history
@@ -291,7 +326,7 @@ def fit_all(rows: list[Row] | None = None, frameworks: dict[str, Framework] | No
         missing = [i for i in f.fitted_on if i not in by_id]
         if missing:
             raise InputError(f"frameworks.{name}: fitted_on names unknown rows {missing}")
-        out[name] = fit_framework([by_id[i] for i in f.fitted_on], f.fit, fixed=f.multipliers)
+        out[name] = fit_framework([by_id[i] for i in f.fitted_on], f.fit, fixed=f.multipliers, kv_rereads=f.kv_rereads)
     return out
 
 

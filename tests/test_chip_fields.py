@@ -55,7 +55,7 @@ SWITCH_ON = {
 }
 """Value given to a leaf that is 0 on a chip (a term that is off): a typical 'on'."""
 
-UNIT = {"pim_serial", "pim_softmax", "pim_pipelined"}
+UNIT = {"pim_serial", "pim_softmax", "pim_pipelined", "attention_kv_rereads"}
 """Leaves in [0, 1] that are perturbed by flipping them (v -> 1 - v)."""
 
 PROBES = (

@@ -90,6 +90,7 @@ def test_designed_chip_inherits_the_system_kernel_fields():
         attention_efficiency=0.7,
         half_rate_rows=3.0,
         attention_half_rate_rows=5.0,
+        attention_kv_rereads=1.0,
         host_step=27e-6,
         host_per_sequence=1e-6,
         small_kernel_bytes=2.4e6,
@@ -97,7 +98,13 @@ def test_designed_chip_inherits_the_system_kernel_fields():
         small_kernel_knee=17.0,
     )
     chip = cd.design_chip(dataclasses.replace(problem, system=system), _fixed_design(problem, 0.5, 0.4))
-    names = ("attention_efficiency", "half_rate_rows", "attention_half_rate_rows", "small_kernel_bytes")
+    names = (
+        "attention_efficiency",
+        "half_rate_rows",
+        "attention_half_rate_rows",
+        "attention_kv_rereads",
+        "small_kernel_bytes",
+    )
     for name in (*names, "small_kernel_efficiency", "host_step", "host_per_sequence"):
         assert float(getattr(chip, name)) == pytest.approx(float(getattr(system, name))), name
     assert float(chip.small_kernel_knee) == pytest.approx(17.0)

@@ -76,13 +76,8 @@ def test_held_out_errors_meet_the_targets(results):
         assert s["fit"][group]["median_ape"] < 0.05
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 16: the 22 rows added on 2026-12-03 (AMD, quantised, prefill-heavy TensorRT-LLM) and the 10 "
-    "H200 rows of the second blind check put large batch at 30.9 % (target 25 %; batch-1 GPU 14.7 %, target 15 %); strict, so meeting the targets again turns "
-    "this into a failure that asks for the marker to go",
-)
 def test_gpu_groups_meet_their_targets(results):
+    """`TARGETS` (15 % batch-1 GPU, 25 % large batch; issue 16 asks for 8 % and 15 %, not met)."""
     s = v.summarize(results)
     assert s["median_ape"]["batch1-gpu"] <= v.TARGETS["batch1-gpu"]
     assert s["median_ape"]["large-batch"] <= v.TARGETS["large-batch"]
@@ -93,14 +88,14 @@ def test_reported_figures_are_the_shipped_ones(results):
     s = v.summarize(results)
     assert s["median_ape"]["batch1-gpu"] == pytest.approx(0.147, abs=0.002)
     assert s["median_ape"]["apple"] == pytest.approx(0.025, abs=0.002)
-    assert s["median_ape"]["large-batch"] == pytest.approx(0.309, abs=0.002)
+    assert s["median_ape"]["large-batch"] == pytest.approx(0.195, abs=0.002)
     assert s["n_test"] == {"batch1-gpu": 34, "apple": 9, "large-batch": 26, "sram": 5}
     assert s["max_factor"]["sram"] == pytest.approx(1.66, abs=0.01)
     fitted = {"batch1-gpu": (9, 9), "apple": (2, 2), "large-batch": (4, 4), "sram": (2, 2)}
     assert {g: (f["parameters"], f["rows"]) for g, f in s["fitted"].items()} == fitted
     # the second blind check's ten H200 rows, apart
     assert set(s["blind"]) == {"large-batch"} and s["blind"]["large-batch"]["n"] == 10
-    assert s["blind"]["large-batch"]["median_ape"] == pytest.approx(0.368, abs=0.002)
+    assert s["blind"]["large-batch"]["median_ape"] == pytest.approx(0.272, abs=0.002)
 
 
 def test_every_scored_row_is_feasible_and_finite(rows):
@@ -350,9 +345,9 @@ def test_bad_measurement_rows_name_the_field(tmp_path):
 
 def test_cli_validate_json_and_plot(tmp_path, capsys):
     png = tmp_path / "parity.png"
-    # --check exits 1 while a group misses its target (batch-1 GPU and large batch do,
-    # see test_gpu_groups_meet_their_targets); the JSON and the plot are written anyway.
-    assert main(["validate", "--json", "--plot", str(png), "--check"]) == 1
+    # --check exits 0: every group meets its target (test_gpu_groups_meet_their_targets);
+    # the JSON and the plot are written either way.
+    assert main(["validate", "--json", "--plot", str(png), "--check"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert set(v.GROUPS) <= set(data["median_ape"]) and set(v.GROUPS) <= set(data["p90_ape"])
     assert len(data["rows"]) == len(v.load_rows())

@@ -96,6 +96,12 @@ class Chip(eqx.Module):
         attention_stream_efficiency: fraction of the SRAM and DRAM bandwidth the
             decode-attention kernels reach streaming the KV cache, in (0, 1] (paged
             gathers and per-sequence kernels reach less than a weight stream).
+        attention_kv_rereads: how far the decode-attention kernels read each K/V
+            head once per query head of its group rather than once, in [0, 1]: 0 for
+            a kernel that shares the read across a grouped-query (GQA) group, 1 for
+            one thread block per query head that streams its group's K/V itself;
+            the KV stream then takes `1 + r (heads per K/V head - 1)` times as long
+            (`costmodel.class_stream_efficiency`).
         half_rate_rows: Hockney's n½ of the weight matmuls, in rows m sharing each
             weight element (the tokens of the batch): a multi-row matmul runs at
             `m / (m + n½ (1 - 1/m))` of the rate, a GEMV (m = 1) at all of it
@@ -156,6 +162,7 @@ class Chip(eqx.Module):
     compute_efficiency: Scalar
     attention_efficiency: Scalar
     attention_stream_efficiency: Scalar
+    attention_kv_rereads: Scalar
     half_rate_rows: Scalar
     small_kernel_bytes: Scalar
     small_kernel_efficiency: Scalar
@@ -207,6 +214,7 @@ def make_chip(
     compute_efficiency: RealScalarLike = 1.0,
     attention_efficiency: RealScalarLike = 1.0,
     attention_stream_efficiency: RealScalarLike = 1.0,
+    attention_kv_rereads: RealScalarLike = 0.0,
     half_rate_rows: RealScalarLike = 0.0,
     attention_half_rate_rows: RealScalarLike = 0.0,
     small_kernel_bytes: RealScalarLike = 0.0,
@@ -254,6 +262,7 @@ def make_chip(
         compute_efficiency=f(compute_efficiency),
         attention_efficiency=f(attention_efficiency),
         attention_stream_efficiency=f(attention_stream_efficiency),
+        attention_kv_rereads=f(attention_kv_rereads),
         half_rate_rows=f(half_rate_rows),
         small_kernel_bytes=f(small_kernel_bytes),
         small_kernel_efficiency=f(small_kernel_efficiency),

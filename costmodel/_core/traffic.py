@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .numerics import safe_div
-from .types import PerClass, PerRow
+from .types import PerClass, PerRow, Scalar
 from .workload import N_AGE_BUCKETS, N_BUCKETS, AccessProfile, Workload
 
 
@@ -125,6 +125,9 @@ class Traffic(eqx.Module):
         flops: FLOPs per step on the bytes of this row, FLOP.
         precision: per class, compute precision class of its FLOPs (index into
             `costmodel.PRECISIONS`).
+        heads_per_kv_head: the model's query heads per K/V head (1 without GQA): how
+            many times a kernel that does not share a K/V read across a group
+            streams it (`Chip.attention_kv_rereads`).
         kernel_bytes: per class, operand bytes of one kernel over the class, B: a
             weight matrix (the bytes-weighted geometric mean of the Q/O and K/V
             projections for attention; one expert's matrix for experts), or the
@@ -140,6 +143,7 @@ class Traffic(eqx.Module):
     flops: PerRow
     precision: PerClass
     kernel_bytes: PerClass
+    heads_per_kv_head: Scalar
 
     @property
     def stored_bytes(self) -> PerRow:
@@ -415,4 +419,4 @@ def lower_traffic(workload: Workload, buckets: bool = True) -> Traffic:
     kernel_bytes = jnp.stack(
         [attention, matrix, matrix, m.vocab * m.d_model * wb, global_kernel, global_kernel, window_kernel, kv_block]
     )
-    return Traffic(count, block_bytes, reads, writes, flops, precision, kernel_bytes)
+    return Traffic(count, block_bytes, reads, writes, flops, precision, kernel_bytes, m.n_heads / m.n_kv_heads)

@@ -37,6 +37,11 @@ hide behind the device, µs (`Chip.host_step`, `Chip.host_per_sequence`): additi
 host loop); a profile with neither leaves the chip's own. Fitted on serving rows (`costmodel.validate_serving.fit_host`), not
 in the log vector."""
 
+KV_REREADS = "attention_kv_rereads"
+"""How far the framework's decode-attention kernels stream each K/V head once per query
+head of its group (`Chip.attention_kv_rereads`, in [0, 1]); absent: the chip's own. Set
+from the framework's kernel design (a source), not fitted, and not in the log vector."""
+
 UNBOUNDED_IN_FLIGHT_KB = 1e9
 """The bytes in flight of a profile that does not bound them (1 TB per unit: no
 memory's latency limits such a stream)."""
@@ -70,6 +75,9 @@ class Framework:
             asks for; the variant is used on the chips it lists.
         chips: chip ids a backend variant applies to.
         source: how the profile was obtained.
+        kv_rereads: `Chip.attention_kv_rereads` of the framework's decode-attention
+            kernels (1: one block per query head streams its group's K/V), or None
+            (the chip's own).
         carried: (field, profile) pairs: fields whose value is another profile's
             fitted one, copied (vllm-0.6-rocm's host times are vllm-0.6's); the loader
             checks the copy against the source.
@@ -85,6 +93,7 @@ class Framework:
     host: tuple[float, float] | None = None
     max_batch: int | None = None
     carried: tuple[tuple[str, str], ...] = ()
+    kv_rereads: float | None = None
 
     def value(self, field: str) -> float | None:
         """The profile's value of one of its fields (`PROFILE_FIELDS`, `HOST_FIELDS`;
@@ -109,7 +118,13 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
             t,
             where,
             {k: "positive" for k in MULTIPLIERS},
-            {IN_FLIGHT: "positive", HALF_RATE: "positive", "max_batch": "count", **{k: "nonneg" for k in HOST_FIELDS}},
+            {
+                IN_FLIGHT: "positive",
+                HALF_RATE: "positive",
+                "max_batch": "count",
+                KV_REREADS: "unit",
+                **{k: "nonneg" for k in HOST_FIELDS},
+            },
             strings=("source", "base", "description"),
             tables=("fit", "fitted_on", "chips", "carried"),
         )
@@ -150,6 +165,7 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
             chips=lists["chips"],
             source=t["source"],
             carried=tuple(sorted(carried.items())),
+            kv_rereads=t.get(KV_REREADS),
         )
     for f in out.values():
         if f.base is not None and f.base not in out:
