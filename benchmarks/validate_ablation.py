@@ -11,7 +11,7 @@ Terms:
   the same rows instead (the model before issue 16).
 - **The GEMMs' half-rate length** (`half_rate_rows` of a profile, `costmodel.hockney`):
   a weight matmul over m rows runs at `m / (m + n½ (1 - 1/m))` of the FLOP rate. No
-  shipped profile sets it; the last variants give TensorRT-LLM 64 to 512 rows (one
+  shipped profile sets it; the last variants give TensorRT-LLM (both profiles) 64 to 512 rows (one
   128-row GEMM tile and either side; its compute efficiency refitted), which
   BENCHMARKS.md explains is not shipped.
 - **Prefill at the chip's rate** (`costmodel.validate.Prepared`): a static batch's
@@ -51,8 +51,11 @@ CUTLASS's and cuBLAS's common GEMM tiles, the others bracket it."""
 
 
 def _trt_tile(frameworks, rows):
-    f = frameworks["trt-llm"]
-    return {**frameworks, "trt-llm": dataclasses.replace(f, multipliers=(*f.multipliers[:5], rows))}
+    names = ("trt-llm", "trt-llm-0.7")
+    return {
+        **frameworks,
+        **{n: dataclasses.replace(frameworks[n], multipliers=(*frameworks[n].multipliers[:5], rows)) for n in names},
+    }
 
 
 def _rereads_off(frameworks):

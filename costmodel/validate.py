@@ -7,7 +7,8 @@ rates with their exact conditions and sources. Each row is evaluated with the ch
 preset, the row's serving-framework profile (`data/frameworks.toml`) and the row's
 system layout, and compared with the published value.
 
-A framework profile is its kernels' concurrency and four multipliers applied to a chip:
+A framework profile is its kernels' concurrency and four multipliers applied to a chip
+(and, apart from that vector, its host time and its attention's K/V re-reads):
 the bytes its decode kernels keep in flight per SM (`Chip.bytes_in_flight`: by Little's
 law DRAM streams at most SMs x bytes in flight / latency, so one framework reaches
 different fractions of peak on different memories), and multipliers on every memory
@@ -29,9 +30,13 @@ here as compute-bound: each block class's FLOPs of a prefill of `batch x input_t
 tokens at the core's FLOP rate for that class (`costmodel.class_flop_rates`: the peak
 x `compute_efficiency`, x the Hockney factor of its rows, the tokens sharing each
 weight element), over the tensor-parallel group. The prefill runs at the chip's own
-compute efficiency (a cuBLAS-class sustained GEMM rate, per preset source), not the
-profile's: a profile's compute efficiency is fitted on decode steps (GEMMs over the
-batch's few hundred rows, attention, sampling) and describes those.
+compute efficiency (each preset's is an assumption its chip file states, e.g. good
+cuBLAS bf16 GEMMs for the H100; applied to 8-bit GEMMs as well), not the profile's: a
+profile's compute efficiency is fitted on decode steps (GEMMs over the batch's few
+hundred rows, attention, sampling) and describes those. `costmodel serve` and
+`validate --serving` price a chunked prefill inside the decode step, at the profile's.
+A profile may also set its attention kernels' K/V re-reads (`Chip.attention_kv_rereads`:
+TensorRT-LLM before its XQA kernel, profile `trt-llm`; `trt-llm-0.7` after).
 """
 
 from __future__ import annotations

@@ -109,3 +109,12 @@ def test_a_static_batch_prefills_at_the_chip_rate():
         # the decode steps follow the profile's efficiency either way (once it binds)
         slow = neutral.at[v.COMPUTE].set(jnp.log(0.005))
         assert float(v.predict(prepared, slow)) < 0.9 * float(v.predict(prepared, neutral))
+
+
+def test_a_model_without_kv_heads_has_nothing_to_reread():
+    """n_kv_heads = 0 (no preset has it, `cm.Model` allows it): one read, finite efficiencies."""
+    model = eqx.tree_at(lambda m: m.n_kv_heads, cm.model_preset("llama-3-8b"), jnp.asarray(0.0))
+    t = cm.lower_traffic(cm.Workload(model, cm.Scenario(batch=4, context=512)), buckets=False)
+    assert float(t.heads_per_kv_head) == 1.0
+    chip = cm.chip_preset("h100-sxm").replace(attention_kv_rereads=1.0)
+    assert np.all(np.isfinite(np.asarray(class_stream_efficiency(t, chip))))

@@ -71,10 +71,12 @@ def class_stream_efficiency(traffic: Traffic, chip: Chip) -> PerClass:
     1/tp of every matrix and cache), times `Chip.attention_stream_efficiency` for
     the KV classes (decode attention gathers pages of many sequences), over the times
     a kernel streams each K/V head: `1 + r (g - 1)` for `g` query heads per K/V head
-    and `r = Chip.attention_kv_rereads` (TensorRT-LLM before its XQA kernel, v0.7, ran
-    one block per query head; XQA "reduc[es] data loading" and made Llama-70B's
-    generation up to 2.4x faster than v0.5: TensorRT-LLM docs/source/blogs/XQA-kernel.md
-    and Falcon180B-H200.md, github.com/NVIDIA/TensorRT-LLM)."""
+    and `r = Chip.attention_kv_rereads` (TensorRT-LLM's masked-MHA generation kernel
+    launches one block per query head and sequence, `mmha_launch_kernel_ex` in
+    cpp/tensorrt_llm/kernels/decoderMaskedMultiheadAttention/
+    decoderMaskedMultiheadAttentionLaunch.h; its XQA kernel for MQA/GQA "reduc[es] data
+    loading", 2.4x on Llama-70B: docs/source/blogs/XQA-kernel.md and Falcon180B-H200.md,
+    github.com/NVIDIA/TensorRT-LLM). Time only: the bytes and energy are not charged."""
     reads = 1.0 + chip.attention_kv_rereads * (traffic.heads_per_kv_head - 1.0)
     kv = jnp.where(jnp.asarray(CLASS_IS_KV), chip.attention_stream_efficiency / reads, 1.0)
     return kv * kernel_efficiency(traffic.kernel_bytes / chip.tensor_parallel, chip)

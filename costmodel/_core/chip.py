@@ -101,7 +101,9 @@ class Chip(eqx.Module):
             a kernel that shares the read across a grouped-query (GQA) group, 1 for
             one thread block per query head that streams its group's K/V itself;
             the KV stream then takes `1 + r (heads per K/V head - 1)` times as long
-            (`costmodel.class_stream_efficiency`).
+            (`costmodel.class_stream_efficiency`): priced as time at the stream's rate,
+            as if every re-read reached DRAM; the re-read bytes and their energy are not
+            added to the step's (how many L2 serves is not known).
         half_rate_rows: Hockney's n½ of the weight matmuls, in rows m sharing each
             weight element (the tokens of the batch): a multi-row matmul runs at
             `m / (m + n½ (1 - 1/m))` of the rate, a GEMV (m = 1) at all of it

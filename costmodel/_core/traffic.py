@@ -419,4 +419,6 @@ def lower_traffic(workload: Workload, buckets: bool = True) -> Traffic:
     kernel_bytes = jnp.stack(
         [attention, matrix, matrix, m.vocab * m.d_model * wb, global_kernel, global_kernel, window_kernel, kv_block]
     )
-    return Traffic(count, block_bytes, reads, writes, flops, precision, kernel_bytes, m.n_heads / m.n_kv_heads)
+    # A model without K/V heads (none in the presets) has nothing to re-read: 1.
+    group = jnp.where(m.n_kv_heads > 0, m.n_heads / jnp.where(m.n_kv_heads > 0, m.n_kv_heads, 1.0), 1.0)
+    return Traffic(count, block_bytes, reads, writes, flops, precision, kernel_bytes, group)
