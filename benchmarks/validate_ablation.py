@@ -69,9 +69,7 @@ def _refit(rows, frameworks, prefill_at_chip_rate=True):
         # A serving engine's host time is fitted on serving rows, not these.
         fitted = [by_id[i] for i in f.fitted_on if i in by_id]
         m = (
-            v.fit_framework(
-                fitted, f.fit, fixed=f.multipliers, kv_rereads=f.kv_rereads, prefill_at_chip_rate=prefill_at_chip_rate
-            )
+            v.fit_framework(fitted, f.fit, fixed=f.multipliers, profile=f, prefill_at_chip_rate=prefill_at_chip_rate)
             if fitted
             else f.multipliers
         )

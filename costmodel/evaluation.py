@@ -28,6 +28,7 @@ from .io.frameworks import (
     PROFILE_FIELDS,
     PROFILE_HALF_RATE_FLOOR,
     UNBOUNDED_IN_FLIGHT_KB,
+    Framework,
     resolve_framework,
 )
 
@@ -479,17 +480,24 @@ def apply_host(chip: Chip, host_us) -> Chip:
     return eqx.tree_at(lambda c: (c.host_step, c.host_per_sequence), chip, (host[0], host[1]))
 
 
+def apply_profile_fields(chip: Chip, f: Framework) -> Chip:
+    """A chip with the fields of a profile that are not in its log vector, where the
+    profile gives them: its host time (`apply_host`) and its attention kernels' K/V
+    re-reads (`Chip.attention_kv_rereads`)."""
+    if f.host is not None:
+        chip = apply_host(chip, f.host)
+    if f.kv_rereads is not None:
+        chip = chip.replace(attention_kv_rereads=f.kv_rereads)
+    return chip
+
+
 def apply_framework(info: ChipInfo, framework: str) -> ChipInfo:
     """A `ChipInfo` whose chip has the framework profile applied (for `evaluate`): its
     multipliers, kernel concurrency and GEMMs' half-rate rows (`apply_multipliers`), its host time
     (`apply_host`), its attention kernels' K/V re-reads (`Chip.attention_kv_rereads`), and its
     scheduler's batch cap (`ChipInfo.max_batch`, for `serve`)."""
     f = resolve_framework(framework, info.name)
-    chip = apply_multipliers(info.chip, jnp.log(jnp.asarray(f.multipliers, dtype=float)))
-    if f.host is not None:
-        chip = apply_host(chip, f.host)
-    if f.kv_rereads is not None:
-        chip = chip.replace(attention_kv_rereads=f.kv_rereads)
+    chip = apply_profile_fields(apply_multipliers(info.chip, jnp.log(jnp.asarray(f.multipliers, dtype=float))), f)
     caps = [c for c in (info.max_batch, f.max_batch) if c is not None]
     cap = min(caps) if caps else None
     return dataclasses.replace(info, chip=chip, label=f"{info.label or info.name} ({f.name})", max_batch=cap)

@@ -19,7 +19,7 @@ where gpt-fast keeps ~6 kB. A profile may also set its GEMMs' half-rate rows
 (`Chip.half_rate_rows`, Hockney's n½ of the weight matmuls). The profiles are fitted (`fit_framework`, optax on logs) on
 the rows each profile lists in `fitted_on`, which the table marks `status = "fit"`;
 only the other rows (`status = "test"`) are scored. A serving engine's profile also
-holds its unhidden host time (`apply_host`); such a profile, and a backend variant's
+holds its unhidden host time (`apply_profile_fields`); such a profile, and a backend variant's
 kernel concurrency fitted on serving rows, come from `costmodel.validate_serving`
 (`fit_host`, `fit_in_flight`) and are not refitted here. `summarize` states beside each
 group's figure the fitted numbers behind it and their rows (`fitted_behind`), and the
@@ -55,7 +55,7 @@ from ._core.chip import Chip
 from ._core.cost import decode_cost
 from ._core.traffic import lower_traffic
 from ._core.workload import Workload
-from .evaluation import NEUTRAL_PROFILE, apply_host, apply_multipliers, system_placement, system_size
+from .evaluation import NEUTRAL_PROFILE, apply_multipliers, apply_profile_fields, system_placement, system_size
 from .io import ChipInfo, InputError, chip_info, load_model, make_scenario
 from .io.frameworks import PROFILE_FIELDS, Framework, load_frameworks, resolve_framework
 from .io.measurements import GROUPS, Row, load_rows, serving_row_ids
@@ -189,10 +189,7 @@ def evaluate_rows(
     for row in rows:
         prepared, _ = prepare(row, prefill_at_chip_rate=prefill_at_chip_rate)
         f = resolve_framework(row.framework, row.chip, frameworks)
-        if f.host is not None:
-            prepared = eqx.tree_at(lambda p: p.chip, prepared, apply_host(prepared.chip, f.host))
-        if f.kv_rereads is not None:
-            prepared = eqx.tree_at(lambda p: p.chip, prepared, prepared.chip.replace(attention_kv_rereads=f.kv_rereads))
+        prepared = eqx.tree_at(lambda p: p.chip, prepared, apply_profile_fields(prepared.chip, f))
         name, logm = _log_multipliers(row, frameworks)
         value = float(_predict_jit(prepared, logm))
         tp, pp = int(prepared.chip.tensor_parallel), int(prepared.chip.pipeline_parallel)
@@ -240,7 +237,7 @@ def fit_framework(
     steps: int = 600,
     learning_rate: float = 0.05,
     ridge: float = 1e-3,
-    kv_rereads: float | None = None,
+    profile: Framework | None = None,
     prefill_at_chip_rate: bool = True,
 ) -> tuple[float, float, float, float, float, float]:
     """Fits a profile's fields to rows, in log space, with optax.
@@ -259,7 +256,8 @@ def fit_framework(
             profile's own: a value it sets from a source).
         steps, learning_rate: Adam schedule.
         ridge: pull towards `m0`, which also fixes what no row constrains.
-        kv_rereads: the profile's `Chip.attention_kv_rereads` (not fitted), or None.
+        profile: the profile being fitted: its fields outside the log vector (host time,
+            K/V re-reads: `apply_profile_fields`, not fitted) apply; None: none.
         prefill_at_chip_rate: see `Prepared`.
 
     Returns:
@@ -269,8 +267,8 @@ def fit_framework(
     if not rows:
         return tuple(float(x) for x in jnp.exp(neutral))  # type: ignore[return-value]
     prepared = [prepare(r, prefill_at_chip_rate=prefill_at_chip_rate)[0] for r in rows]
-    if kv_rereads is not None:
-        prepared = [eqx.tree_at(lambda p: p.chip, p, p.chip.replace(attention_kv_rereads=kv_rereads)) for p in prepared]
+    if profile is not None:
+        prepared = [eqx.tree_at(lambda p: p.chip, p, apply_profile_fields(p.chip, profile)) for p in prepared]
     n = len(prepared)
     padded = math.ceil(n / FIT_PAD) * FIT_PAD
     prepared = prepared + [prepared[0]] * (padded - n)
@@ -331,7 +329,7 @@ def fit_all(rows: list[Row] | None = None, frameworks: dict[str, Framework] | No
         missing = [i for i in f.fitted_on if i not in by_id]
         if missing:
             raise InputError(f"frameworks.{name}: fitted_on names unknown rows {missing}")
-        out[name] = fit_framework([by_id[i] for i in f.fitted_on], f.fit, fixed=f.multipliers, kv_rereads=f.kv_rereads)
+        out[name] = fit_framework([by_id[i] for i in f.fitted_on], f.fit, fixed=f.multipliers, profile=f)
     return out
 
 
