@@ -20,6 +20,11 @@ Terms:
 - **K/V re-reads of TensorRT-LLM before v0.7** (`Chip.attention_kv_rereads`, the
   `trt-llm` profile's `attention_kv_rereads = 1`): its attention streams a GQA group's
   K/V once per query head. Off: once per K/V head.
+- **Dequantisation** (`costmodel.dequant_seconds`, a profile's `dequant_ops`): gpt-fast's
+  kernels spend 1 (int8) and 1.875 (int4, group 32) ALU instructions per weight element
+  unpacking it, which lengthens each in-flight slot of the latency-bound stream. Off: the
+  formats used as stored (the model before 2026-12-05). With Little's law off it has no
+  effect (it acts on the bound only).
 """
 
 from __future__ import annotations
@@ -62,6 +67,10 @@ def _rereads_off(frameworks):
     return {k: dataclasses.replace(f, kv_rereads=None) for k, f in frameworks.items()}
 
 
+def _dequant_off(frameworks):
+    return {k: dataclasses.replace(f, dequant_ops=()) for k, f in frameworks.items()}
+
+
 def _refit(rows, frameworks, prefill_at_chip_rate=True):
     by_id = {r.id: r for r in rows}
     out = {}
@@ -92,6 +101,7 @@ def main() -> None:
         "prefill at profile": _refit(rows, shipped, prefill_at_chip_rate=False),
         "K/V re-reads off": _refit(rows, _rereads_off(shipped)),
         "both off": _refit(rows, _rereads_off(shipped), prefill_at_chip_rate=False),
+        "dequant off": _refit(rows, _dequant_off(shipped)),
         **{f"trt-llm n-half {n:g}": _refit(rows, _trt_tile(shipped, n)) for n in TRT_TILE_ROWS},
     }
     own_rate = {k: not k.startswith(("prefill at profile", "both off")) for k in variants}

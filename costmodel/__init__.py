@@ -17,6 +17,7 @@ from ._core.channels import (
     class_flop_rates as class_flop_rates,
     class_stream_efficiency as class_stream_efficiency,
     compute_seconds as compute_seconds,
+    dequant_seconds as dequant_seconds,
     effective_feed as effective_feed,
     flop_rate as flop_rate,
     hockney as hockney,

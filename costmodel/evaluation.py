@@ -374,7 +374,15 @@ def evaluate(
     if micro_batches != "auto" and not isinstance(micro_batches, (int, float)) or isinstance(micro_batches, bool):
         raise InputError(f"micro_batches = {micro_batches!r}: expected a number >= 1 or 'auto'")
     groups = 1 if micro_batches == "auto" else micro_batches
-    scenario = make_scenario(batch=batch, context=context, prefix=prefix, weights=weights, kv=kv, micro_batches=groups)
+    scenario = make_scenario(
+        batch=batch,
+        context=context,
+        prefix=prefix,
+        weights=weights,
+        kv=kv,
+        micro_batches=groups,
+        dequant_ops=info.dequant(weights),
+    )
     profile_name, prof = resolve_profile(profile, context)
     workload = Workload(m, scenario, prof)
     if (tensor_parallel is None) != (pipeline_parallel is None):
@@ -495,9 +503,17 @@ def apply_framework(info: ChipInfo, framework: str) -> ChipInfo:
     """A `ChipInfo` whose chip has the framework profile applied (for `evaluate`): its
     multipliers, kernel concurrency and GEMMs' half-rate rows (`apply_multipliers`), its host time
     (`apply_host`), its attention kernels' K/V re-reads (`Chip.attention_kv_rereads`), and its
-    scheduler's batch cap (`ChipInfo.max_batch`, for `serve`)."""
+    scheduler's batch cap (`ChipInfo.max_batch`, for `serve`), and its kernels' instructions to
+    unpack quantised weights (`ChipInfo.dequant_ops`)."""
     f = resolve_framework(framework, info.name)
     chip = apply_profile_fields(apply_multipliers(info.chip, jnp.log(jnp.asarray(f.multipliers, dtype=float))), f)
     caps = [c for c in (info.max_batch, f.max_batch) if c is not None]
     cap = min(caps) if caps else None
-    return dataclasses.replace(info, chip=chip, label=f"{info.label or info.name} ({f.name})", max_batch=cap)
+    label = f"{info.label or info.name} ({f.name})"
+    return dataclasses.replace(info, chip=chip, label=label, max_batch=cap, dequant_ops=f.dequant_ops)
+
+
+def apply_dequant(workload: Workload, f: Framework, weights: str) -> Workload:
+    """A workload whose weights are unpacked as the profile's kernels do for the format
+    `weights` (`Scenario.weight_dequant_ops`)."""
+    return eqx.tree_at(lambda w: w.scenario.weight_dequant_ops, workload, jnp.asarray(f.dequant(weights)))

@@ -224,7 +224,7 @@ def serve(
     info = chip if isinstance(chip, ChipInfo) else chip_info(chip)
     profile_name, prof = resolve_profile(profile, context)
     del profile_name
-    base = make_scenario(batch=1, context=context, weights=weights, kv=kv)
+    base = make_scenario(batch=1, context=context, weights=weights, kv=kv, dequant_ops=info.dequant(weights))
     if chips is None:
         tp, pp = system_size(info, Workload(m, base, prof))
         chips = tp * pp

@@ -55,7 +55,14 @@ from ._core.chip import Chip
 from ._core.cost import decode_cost
 from ._core.traffic import lower_traffic
 from ._core.workload import Workload
-from .evaluation import NEUTRAL_PROFILE, apply_multipliers, apply_profile_fields, system_placement, system_size
+from .evaluation import (
+    NEUTRAL_PROFILE,
+    apply_dequant,
+    apply_multipliers,
+    apply_profile_fields,
+    system_placement,
+    system_size,
+)
 from .io import ChipInfo, InputError, chip_info, load_model, make_scenario
 from .io.frameworks import PROFILE_FIELDS, Framework, load_frameworks, resolve_framework
 from .io.measurements import GROUPS, Row, load_rows, serving_row_ids
@@ -125,6 +132,14 @@ def prepare(row: Row, *, prefill_at_chip_rate: bool = True) -> tuple[Prepared, C
     return Prepared(workload, prefill, chip, placement, f(numerator), f(prefill_weight), f(steps), own), info
 
 
+def with_profile_fields(prepared: Prepared, f: Framework, row: Row) -> Prepared:
+    """A prepared row with the fields of profile `f` outside its log vector: on the chip
+    (`apply_profile_fields`) and on the decode step's weights (`apply_dequant`)."""
+    chip = apply_profile_fields(prepared.chip, f)
+    workload = apply_dequant(prepared.workload, f, row.weights)
+    return eqx.tree_at(lambda p: (p.chip, p.workload), prepared, (chip, workload))
+
+
 def prefill_seconds(prefill: Workload, chip: Chip) -> jnp.ndarray:
     """Compute-bound prefill time: each class's FLOPs at the rate the core gives that
     class (`class_flop_rates`: a weight matmul over all the prefill's tokens, at the
@@ -189,7 +204,7 @@ def evaluate_rows(
     for row in rows:
         prepared, _ = prepare(row, prefill_at_chip_rate=prefill_at_chip_rate)
         f = resolve_framework(row.framework, row.chip, frameworks)
-        prepared = eqx.tree_at(lambda p: p.chip, prepared, apply_profile_fields(prepared.chip, f))
+        prepared = with_profile_fields(prepared, f, row)
         name, logm = _log_multipliers(row, frameworks)
         value = float(_predict_jit(prepared, logm))
         tp, pp = int(prepared.chip.tensor_parallel), int(prepared.chip.pipeline_parallel)
@@ -268,7 +283,7 @@ def fit_framework(
         return tuple(float(x) for x in jnp.exp(neutral))  # type: ignore[return-value]
     prepared = [prepare(r, prefill_at_chip_rate=prefill_at_chip_rate)[0] for r in rows]
     if profile is not None:
-        prepared = [eqx.tree_at(lambda p: p.chip, p, apply_profile_fields(p.chip, profile)) for p in prepared]
+        prepared = [with_profile_fields(p, profile, r) for p, r in zip(prepared, rows)]
     n = len(prepared)
     padded = math.ceil(n / FIT_PAD) * FIT_PAD
     prepared = prepared + [prepared[0]] * (padded - n)

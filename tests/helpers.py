@@ -84,3 +84,19 @@ def random_chip(rng: np.random.Generator, ordered: bool = True) -> cm.Chip:
 
 def random_logits(rng: np.random.Generator) -> np.ndarray:
     return rng.normal(size=(len(cm.ROWS), len(cm.TIERS))) * 2
+
+
+def bounded_chip(*, peak_flops=312e12, bytes_in_flight=4e3, **changes) -> cm.Chip:
+    """A GPU-like chip whose DRAM stream is bounded by Little's law: 100 units keeping
+    `bytes_in_flight` each against 400 ns (tests of the bound and of what lengthens it)."""
+    chip = cm.make_chip(
+        capacity=(40e6, 0.0, 80e9),
+        bandwidth=(5e12, 0.0, 2e12),
+        latency=(2e-7, 0.0, 4e-7),
+        efficiency=(1.0, 1.0, 0.9),
+        peak_flops=peak_flops,
+        kernel_overhead=4e-6,
+        parallel_units=100.0,
+        bytes_in_flight=bytes_in_flight,
+    )
+    return chip.replace(**changes) if changes else chip

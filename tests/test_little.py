@@ -9,19 +9,11 @@ import costmodel as cm
 from costmodel._core.channels import LITTLE_SHARPNESS
 from costmodel._core.chip import DRAM, SRAM
 
+from helpers import bounded_chip
+
 
 def _chip(**changes):
-    chip = cm.make_chip(
-        capacity=(40e6, 0.0, 80e9),
-        bandwidth=(5e12, 0.0, 2e12),
-        latency=(2e-7, 0.0, 4e-7),
-        efficiency=(1.0, 1.0, 0.9),
-        peak_flops=312e12,
-        kernel_overhead=4e-6,
-        parallel_units=100.0,
-        bytes_in_flight=4e3,
-    )
-    return chip.replace(**changes) if changes else chip
+    return bounded_chip(**changes)
 
 
 def _seconds(chip, batch=1, context=4096):

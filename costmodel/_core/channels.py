@@ -15,10 +15,10 @@ import jax
 import jax.numpy as jnp
 
 from .chip import DRAM, PIM, SRAM, Chip, Tiers
-from .numerics import p_norm, seconds
+from .numerics import p_norm, safe_div, seconds
 from .traffic import CLASS_IS_KV, Traffic, step_groups
 from .types import PerClass, PerTier, RealScalarLike, Scalar
-from .workload import Workload
+from .workload import F32, Workload
 
 
 FEED_FLOOR = 1e-6
@@ -121,19 +121,25 @@ Little's law puts on it (`stream_bandwidth`): at the crossing the stream runs at
 the range of the soft rooflines of the calibration fits (`Chip.overlap`)."""
 
 
-def stream_bandwidth(tiers: Tiers, in_flight: Scalar | float = 0.0):
+def stream_bandwidth(tiers: Tiers, in_flight: Scalar | float = 0.0, busy_per_byte: Scalar | float = 0.0):
     """Bandwidth each tier streams at, B/s: `bandwidth x efficiency`, and on DRAM at most
     what the bytes the kernels keep in flight sustain against its latency.
 
     Little's law: a stream with `in_flight` bytes outstanding over a memory of
     latency `L` moves at most `in_flight / L` bytes per second, so a kernel with
     little memory-level parallelism saturates a narrow memory and not a wide one.
-    The two limits combine as a soft minimum (`LITTLE_SHARPNESS`).
+    A slot is held for the latency and for the arithmetic that must follow the load
+    before the next is issued (a latency-bound loop's iteration is its memory latency
+    plus its dependent instructions: Volkov 2016, ch. 4), so the bound's time per
+    byte is `L / in_flight + busy_per_byte`. The two limits combine as a soft
+    minimum (`LITTLE_SHARPNESS`).
 
     Args:
         tiers: the tiers (may carry batch axes).
         in_flight: bytes in flight on the whole chip (`Chip.parallel_units x
             Chip.bytes_in_flight`), B; 0: no bound.
+        busy_per_byte: the chip's ALU time per DRAM byte between a load and the next
+            (`dequant_seconds` over the bytes), s/B; it counts only under the bound.
 
     References:
         J. D. C. Little, "A proof for the queuing formula L = λW", Operations Research
@@ -143,10 +149,11 @@ def stream_bandwidth(tiers: Tiers, in_flight: Scalar | float = 0.0):
     reachable = tiers.effective_bandwidth
     latency = tiers.latency[..., DRAM]
     # Time per byte: the soft maximum of the two limits'. Little's is latency / bytes in
-    # flight, 0 where there is no bound (no bytes in flight given, or no latency);
-    # double where, so that neither a 0 nor its gradient divides anything.
+    # flight (+ the ALU time per byte), 0 where there is no bound (no bytes in flight
+    # given, or no latency); double where, so that neither a 0 nor its gradient divides
+    # anything.
     ok = (in_flight > 0) & (latency > 0)
-    little = jnp.where(ok, jnp.where(ok, latency, 1.0) / jnp.where(ok, in_flight, 1.0), 0.0)
+    little = jnp.where(ok, jnp.where(ok, latency, 1.0) / jnp.where(ok, in_flight, 1.0) + busy_per_byte, 0.0)
     per_byte = jnp.stack(jnp.broadcast_arrays(1.0 / jnp.maximum(reachable[..., DRAM], 1.0), little), -1)
     # Without a bound, exactly `bandwidth x efficiency` (not its reciprocal's reciprocal).
     dram = jnp.where(little > 0, 1.0 / p_norm(per_byte, LITTLE_SHARPNESS), reachable[..., DRAM])
@@ -158,7 +165,7 @@ def chip_in_flight(chip: Chip):
     return chip.parallel_units * chip.bytes_in_flight
 
 
-def stream_seconds(full_rate_bytes, tiers: Tiers, in_flight: Scalar | float = 0.0):
+def stream_seconds(full_rate_bytes, tiers: Tiers, in_flight: Scalar | float = 0.0, busy: Scalar | float = 0.0):
     """Seconds each tier needs to stream bytes to the compute die.
 
     Args:
@@ -167,8 +174,25 @@ def stream_seconds(full_rate_bytes, tiers: Tiers, in_flight: Scalar | float = 0.
         tiers: the tiers; each streams at `stream_bandwidth`.
         in_flight: bytes the kernels keep in flight on the chip (`chip_in_flight`), B;
             0: no latency bound.
+        busy: the chip's ALU seconds on the DRAM stream's bytes between their loads and
+            the next (`dequant_seconds`), s; they lengthen the latency bound only.
     """
-    return seconds(full_rate_bytes, stream_bandwidth(tiers, in_flight))
+    busy_per_byte = safe_div(busy, full_rate_bytes[..., DRAM])
+    return seconds(full_rate_bytes, stream_bandwidth(tiers, in_flight, busy_per_byte))
+
+
+def dequant_seconds(weight_bytes, workload: Workload, chip: Chip):
+    """Seconds one chip's ALUs spend unpacking `weight_bytes` of weights before the
+    matmul uses them: `weight_bytes / Scenario.weight_bytes` elements, each taking
+    `Scenario.weight_dequant_ops` instructions (the framework's kernel for the format),
+    at one instruction per FP32 lane per clock: `peak_flops[F32] / 2`, the non-tensor
+    peak counting a fused multiply-add as two FLOPs (an assumption for the integer and
+    packed-bf16 instructions of an unpack, which issue on other pipes at about that
+    rate on Ampere). 0 with no instructions, or a chip with no FP32 peak. Time only:
+    their energy is not charged."""
+    s = workload.scenario
+    elements = safe_div(weight_bytes, s.weight_bytes)
+    return safe_div(elements * s.weight_dequant_ops, chip.peak_flops[F32] / 2.0)
 
 
 def pim_seconds(pim_bytes, pim_flops, chip: Chip):

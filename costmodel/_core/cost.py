@@ -126,7 +126,11 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     group_bytes = tier_bytes / tp
     # Small kernels stream slower: each class's bytes in full-rate equivalents.
     slow = jnp.sum(moved / ch.class_stream_efficiency(passing, chip)[:, None], axis=0)
-    stream = ch.stream_seconds(slow / tp, tiers, ch.chip_in_flight(chip))
+    # Quantised weights are unpacked between their loads and the matmul: ALU time each
+    # chip spends on its share of the weight bytes DRAM streams.
+    weight_dram = jnp.sum(jnp.where(jnp.asarray(CLASS_IS_KV), 0.0, moved[:, DRAM])) / tp
+    busy = ch.dequant_seconds(weight_dram, group, chip)
+    stream = ch.stream_seconds(slow / tp, tiers, ch.chip_in_flight(chip), busy)
     pim_flops = jnp.sum(flops[:, PIM])
     # Attention in PIM sends its scores to a host softmax and takes the probabilities
     # back over the PIM dies' external links (none when the softmax sits beside them).

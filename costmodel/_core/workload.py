@@ -146,6 +146,9 @@ class Scenario(eqx.Module):
         weight_precision: index into `PRECISIONS` of the weight matmuls' compute.
         kv_precision: index into `PRECISIONS` of the attention compute.
         activation_bytes: bytes per activation element exchanged between chips.
+        weight_dequant_ops: ALU instructions per weight element the weight kernels spend
+            unpacking it before the matmul uses it (the framework's kernel for the
+            format: `costmodel.dequant_seconds`); 0: used as stored.
         micro_batches: groups the batch is split into, decoded one after another
             through a pipeline-parallel system so that its stages work on different
             groups at once (>= 1; 1: the whole batch passes through the stages
@@ -162,6 +165,7 @@ class Scenario(eqx.Module):
     kv_precision: Scalar
     activation_bytes: Scalar
     micro_batches: Scalar
+    weight_dequant_ops: Scalar
 
     def __init__(
         self,
@@ -175,6 +179,7 @@ class Scenario(eqx.Module):
         kv_precision: IntScalarLike = BITS16,
         activation_bytes: RealScalarLike = 2.0,
         micro_batches: RealScalarLike = 1.0,
+        weight_dequant_ops: RealScalarLike = 0.0,
     ):
         f = lambda x: jnp.asarray(x, dtype=float)
         self.batch = f(batch)
@@ -186,6 +191,7 @@ class Scenario(eqx.Module):
         self.kv_precision = jnp.asarray(kv_precision, dtype=jnp.int32)
         self.activation_bytes = f(activation_bytes)
         self.micro_batches = f(micro_batches)
+        self.weight_dequant_ops = f(weight_dequant_ops)
 
 
 AGE_EDGES = tuple(256.0 * 2.0**i for i in range(14))

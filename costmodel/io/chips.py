@@ -336,7 +336,9 @@ class ChipInfo:
     """A chip with what is not part of the pytree: how its system places data, and
     (`max_batch`) the most sequences its serving engine runs at once: a framework's
     scheduler cap (vLLM's `--max-num-seqs`), set by `apply_framework`; None: only the
-    memory limits the batch (`costmodel.serving.serve`)."""
+    memory limits the batch (`costmodel.serving.serve`). `dequant_ops`: a framework's
+    (format, instructions per weight element) to unpack its quantised weights, set by
+    `apply_framework` (`Scenario.weight_dequant_ops`); empty: formats used as stored."""
 
     chip: Chip
     placement: str
@@ -345,6 +347,11 @@ class ChipInfo:
     source: str
     label: str = ""
     max_batch: int | None = None
+    dequant_ops: tuple[tuple[str, float], ...] = ()
+
+    def dequant(self, weights: str) -> float:
+        """Instructions per weight element the system's kernels spend unpacking `weights`."""
+        return dict(self.dequant_ops).get(weights, 0.0)
 
 
 def chip_presets() -> dict[str, dict[str, Any]]:

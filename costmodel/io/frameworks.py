@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .errors import InputError
 from .files import data_dir, named_tables
+from .formats import formats
 from .schema import check_table
 
 
@@ -41,6 +42,12 @@ KV_REREADS = "attention_kv_rereads"
 """How far the framework's decode-attention kernels stream each K/V head once per query
 head of its group (`Chip.attention_kv_rereads`, in [0, 1]); absent: the chip's own. Set
 from the framework's kernel design (a source), not fitted, and not in the log vector."""
+
+DEQUANT = "dequant_ops"
+"""ALU instructions per weight element the framework's kernels spend unpacking each
+weight format before the matmul (`Scenario.weight_dequant_ops`), a table of format
+name -> count; a format absent is used as stored (0). Counted from the kernels' source,
+not fitted, and not in the log vector."""
 
 UNBOUNDED_IN_FLIGHT_KB = 1e9
 """The bytes in flight of a profile that does not bound them (1 TB per unit: no
@@ -81,6 +88,7 @@ class Framework:
         carried: (field, profile) pairs: fields whose value is another profile's
             fitted one, copied (vllm-0.6-rocm's host times are vllm-0.6's); the loader
             checks the copy against the source.
+        dequant_ops: (format, instructions per weight element) pairs (`DEQUANT`).
     """
 
     name: str
@@ -94,6 +102,12 @@ class Framework:
     max_batch: int | None = None
     carried: tuple[tuple[str, str], ...] = ()
     kv_rereads: float | None = None
+    dequant_ops: tuple[tuple[str, float], ...] = ()
+
+    def dequant(self, weights: str) -> float:
+        """ALU instructions per weight element the profile's kernels spend unpacking the
+        format `weights` (0: used as stored)."""
+        return dict(self.dequant_ops).get(weights, 0.0)
 
     def value(self, field: str) -> float | None:
         """The profile's value of one of its fields (`PROFILE_FIELDS`, `HOST_FIELDS`;
@@ -126,7 +140,7 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
                 **{k: "nonneg" for k in HOST_FIELDS},
             },
             strings=("source", "base", "description"),
-            tables=("fit", "fitted_on", "chips", "carried"),
+            tables=("fit", "fitted_on", "chips", "carried", DEQUANT),
         )
         lists = {}
         for key in ("fit", "fitted_on", "chips"):
@@ -150,6 +164,15 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
                     f"{where}: field 'carried' has {key!r}: expected a field of {list(PROFILE_FIELDS + HOST_FIELDS)} "
                     "that the profile does not fit itself"
                 )
+        dequant = t.get(DEQUANT, {})
+        if not isinstance(dequant, dict):
+            raise InputError(f"{where}: field {DEQUANT!r} = {dequant!r}: expected a table of format = instructions")
+        known = formats()
+        for fmt, ops in dequant.items():
+            if fmt not in known:
+                raise InputError(f"{where}: field {DEQUANT!r} has {fmt!r}: expected a format of {sorted(known)}")
+            if isinstance(ops, bool) or not isinstance(ops, (int, float)) or not 0 <= ops < float("inf"):
+                raise InputError(f"{where}: field {DEQUANT!r}: {fmt} = {ops!r}: expected a number of instructions >= 0")
         out[name] = Framework(
             name=name,
             multipliers=(
@@ -166,6 +189,7 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
             source=t["source"],
             carried=tuple(sorted(carried.items())),
             kv_rereads=t.get(KV_REREADS),
+            dequant_ops=tuple(sorted((k, float(v)) for k, v in dequant.items())),
         )
     for f in out.values():
         if f.base is not None and f.base not in out:

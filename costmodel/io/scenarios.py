@@ -25,9 +25,12 @@ def make_scenario(
     weights: str = "bf16",
     kv: str = "bf16",
     micro_batches: float = 1,
+    dequant_ops: float = 0.0,
     where: str = "scenario",
 ) -> Scenario:
-    """A `Scenario` from user-facing values, validated (formats by name)."""
+    """A `Scenario` from user-facing values, validated (formats by name); `dequant_ops`:
+    the framework's instructions per weight element to unpack `weights`
+    (`Scenario.weight_dequant_ops`, `ChipInfo.dequant`)."""
     for key, value, lo in (("batch", batch, 1), ("context", context, 0), ("prefix", prefix, 0)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= MAX_TOKENS:
             raise InputError(f"{where}: {key} = {value!r}: expected a number >= {lo} and <= {MAX_TOKENS:g}")
@@ -53,6 +56,7 @@ def make_scenario(
         weight_precision=w.precision,
         kv_precision=k.precision,
         micro_batches=micro_batches,
+        weight_dequant_ops=dequant_ops,
     )
 
 

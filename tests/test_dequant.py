@@ -1,0 +1,191 @@
+"""Dequantisation: the ALU work that unpacks quantised weights between their loads and
+the matmul lengthens each in-flight slot of a latency-bound stream (Little's law)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import costmodel as cm
+from costmodel._core.channels import LITTLE_SHARPNESS
+from costmodel._core.chip import DRAM
+from costmodel._core.traffic import CLASS_IS_KV
+
+from helpers import bounded_chip
+
+
+F32_PEAK = 20e12  # FLOP/s: 10e12 lane instructions per second
+
+
+def _chip(**changes):
+    changes.setdefault("peak_flops", (F32_PEAK, 312e12, 624e12, 1248e12))
+    changes.setdefault("bytes_in_flight", 6e3)
+    return bounded_chip(**changes)
+
+
+def _workload(ops=0.0, weight_bytes=1.0, batch=1):
+    scenario = cm.Scenario(batch=batch, context=512, weight_bytes=weight_bytes, weight_dequant_ops=ops)
+    return cm.Workload(cm.model_preset("llama-3-8b"), scenario)
+
+
+def _cost(chip, ops=0.0, weight_bytes=1.0, batch=1):
+    w = _workload(ops, weight_bytes, batch)
+    return cm.decode_cost(w, chip, cm.policy_placement("dram", cm.lower_traffic(w), chip))
+
+
+def test_dequant_seconds_closed_form():
+    w = _workload(ops=1.875, weight_bytes=0.625)
+    got = float(cm.dequant_seconds(6.25e9, w, _chip()))
+    assert got == pytest.approx(1e10 * 1.875 / 10e12, rel=1e-6)  # 1e10 elements
+    assert float(cm.dequant_seconds(6.25e9, _workload(0.0, 0.625), _chip())) == 0.0
+    no_f32 = _chip(peak_flops=jnp.asarray([0.0, 312e12, 624e12, 1248e12]))
+    assert float(cm.dequant_seconds(6.25e9, w, no_f32)) == 0.0
+
+
+def test_the_alu_time_lengthens_the_little_bound_only():
+    chip = _chip()
+    in_flight = float(cm.chip_in_flight(chip))
+    busy = 0.2e-12  # s per byte
+    little = 4e-7 / in_flight + busy
+    reachable = 2e12 * 0.9
+    expected = ((1 / reachable) ** LITTLE_SHARPNESS + little**LITTLE_SHARPNESS) ** (-1 / LITTLE_SHARPNESS)
+    bw = np.asarray(cm.stream_bandwidth(chip.tiers, in_flight, busy))
+    assert bw[DRAM] == pytest.approx(expected, rel=1e-5)
+    # No bound (no bytes in flight): the plain stream, whatever the ALU time.
+    free = np.asarray(cm.stream_bandwidth(chip.tiers, 0.0, busy))
+    np.testing.assert_allclose(free, np.asarray(chip.tiers.effective_bandwidth), rtol=1e-6)
+
+
+def test_a_decode_step_on_a_small_case():
+    """The DRAM channel streams its bytes at the bound's bandwidth, the weights'
+    unpacking time spread over them."""
+    chip = _chip()
+    ops, wb = 1.0, 1.0
+    plain, quant = _cost(chip), _cost(chip, ops, wb)
+    in_flight = cm.chip_in_flight(chip)
+    # The DRAM stream's full-rate bytes, from the plain step (the same bytes either way).
+    full_rate = float(plain.tier_seconds[DRAM]) * float(cm.stream_bandwidth(chip.tiers, in_flight)[DRAM])
+    w = _workload(ops, wb)
+    t = cm.lower_traffic(w, buckets=False)
+    weight_bytes = float(np.sum(np.where(np.asarray(CLASS_IS_KV), 0.0, np.asarray(t.read_bytes))))
+    busy = float(cm.dequant_seconds(weight_bytes, w, chip))
+    assert busy == pytest.approx(weight_bytes / wb * ops / (F32_PEAK / 2), rel=1e-6)
+    bw = float(cm.stream_bandwidth(chip.tiers, in_flight, busy / full_rate)[DRAM])
+    assert float(quant.tier_seconds[DRAM]) == pytest.approx(full_rate / bw, rel=1e-5)
+    assert float(quant.tier_seconds[DRAM]) > float(plain.tier_seconds[DRAM])
+
+
+def test_neutral_defaults():
+    """No instructions, or a chip without a concurrency bound, leave a step as it was."""
+    chip = _chip()
+    assert float(_cost(chip, 0.0).seconds_per_step) == float(_cost(chip).seconds_per_step)
+    free = chip.replace(bytes_in_flight=0.0)
+    assert float(_cost(free, 2.0).seconds_per_step) == float(_cost(free, 0.0).seconds_per_step)
+    w = cm.Workload(cm.model_preset("llama-3-8b"), cm.make_scenario(batch=1, context=512, weights="int8"))
+    assert float(w.scenario.weight_dequant_ops) == 0.0
+
+
+@pytest.mark.parametrize("batch", [1, 32])
+def test_monotone(batch):
+    """More instructions never speed a step; more concurrency, less latency or a faster
+    ALU never slow one."""
+    chip = _chip()
+    ops = jnp.linspace(0.0, 4.0, 9)
+    times = np.asarray(jax.vmap(lambda o: _cost(chip, o, 0.625, batch).seconds_per_step)(ops))
+    assert np.all(np.diff(times) >= -1e-12) and times[-1] > times[0]
+    in_flight = jnp.geomspace(1e3, 64e3, 9)
+    times = np.asarray(
+        jax.vmap(lambda b: _cost(_chip(bytes_in_flight=b), 1.875, 0.625, batch).seconds_per_step)(in_flight)
+    )
+    assert np.all(np.diff(times) <= 1e-12)
+    peaks = jnp.geomspace(5e12, 100e12, 9)
+
+    def at_peak(p):
+        return _cost(_chip(peak_flops=jnp.stack([p, 312e12, 624e12, 1248e12])), 1.875, 0.625, batch).seconds_per_step
+
+    times = np.asarray(jax.vmap(at_peak)(peaks))
+    assert np.all(np.diff(times) <= 1e-12)
+    latency = jnp.geomspace(1e-7, 1e-6, 9)
+
+    def at_latency(lat):
+        c = _chip()
+        return _cost(c.replace(tiers=c.tiers.replace(latency=jnp.stack([2e-7, 0.0, lat]))), 1.875, 0.625, batch)
+
+    times = np.asarray(jax.vmap(lambda lat: at_latency(lat).seconds_per_step)(latency))
+    assert np.all(np.diff(times) >= -1e-12)
+
+
+def test_gradients_match_finite_differences(x64):
+    base = jax.tree.map(lambda x: jnp.asarray(x, jnp.float64), _chip())
+
+    def f(x):
+        ops, peak, in_flight = x
+        chip = base.replace(peak_flops=base.peak_flops.at[0].set(peak), bytes_in_flight=in_flight)
+        return _cost(chip, ops, 0.625).seconds_per_step
+
+    x = jnp.asarray([1.875, F32_PEAK, 6e3], dtype=jnp.float64)
+    g = np.asarray(jax.grad(f)(x))
+    for i in range(3):
+        h = 1e-6 * float(x[i])
+        e = jnp.zeros(3, dtype=jnp.float64).at[i].set(h)
+        fd = (float(f(x + e)) - float(f(x - e))) / (2 * h)
+        assert g[i] == pytest.approx(fd, rel=1e-5, abs=1e-20), i
+    assert g[0] > 0 and g[1] < 0 and g[2] < 0
+
+
+# --- profiles ------------------------------------------------------------------------
+
+
+def test_gpt_fast_unpacks_its_quantised_formats():
+    from costmodel.io import load_frameworks
+
+    f = load_frameworks()["gpt-fast"]
+    assert f.dequant("int8") == 1.0 and f.dequant("int4_g32") == 1.875 and f.dequant("bf16") == 0.0
+    assert load_frameworks()["llama.cpp"].dequant("q4_0") == 0.0
+
+
+def test_evaluate_with_a_framework_unpacks_and_without_does_not():
+    slow = cm.evaluate("llama-2-7b", "a100-80gb-sxm", context=128, weights="int4_g32", framework="gpt-fast")
+    assert float(slow.workload.scenario.weight_dequant_ops) == 1.875
+    from costmodel.evaluation import apply_framework
+    from costmodel.io import chip_info
+
+    info = apply_framework(chip_info("a100-80gb-sxm"), "gpt-fast")
+    import dataclasses
+
+    fast = cm.evaluate("llama-2-7b", dataclasses.replace(info, dequant_ops=()), context=128, weights="int4_g32")
+    assert float(fast.workload.scenario.weight_dequant_ops) == 0.0
+    assert float(slow.cost.tokens_per_second) < float(fast.cost.tokens_per_second)
+    bf16 = cm.evaluate("llama-2-7b", "a100-80gb-sxm", context=128, framework="gpt-fast")
+    assert float(bf16.workload.scenario.weight_dequant_ops) == 0.0
+
+
+def test_validate_prices_a_rows_unpacking():
+    from costmodel import validate as v
+
+    row = next(r for r in v.load_rows() if r.id == "gptfast-a100-llama2-7b-int4-tp1")
+    frameworks = v.load_frameworks()
+    with_ops = v.evaluate_rows([row], frameworks)[0].predicted
+    import dataclasses
+
+    frameworks["gpt-fast"] = dataclasses.replace(frameworks["gpt-fast"], dequant_ops=())
+    without = v.evaluate_rows([row], frameworks)[0].predicted
+    assert with_ops < 0.9 * without
+
+
+@pytest.mark.parametrize(
+    ("table", "needle"),
+    [("{ int9 = 1.0 }", "int9"), ("{ int8 = -1.0 }", "-1.0"), ("{ int8 = true }", "True"), ("3", "3")],
+)
+def test_a_bad_dequant_table_is_one_line(tmp_path, table, needle):
+    from costmodel.io import InputError, load_frameworks
+
+    path = tmp_path / "frameworks.toml"
+    path.write_text(
+        "[frameworks.x]\nmemory_efficiency = 1.0\ncompute_efficiency = 1.0\nkernel_overhead = 1.0\n"
+        f'link_latency = 1.0\ndequant_ops = {table}\nfit = []\nfitted_on = []\nsource = "test"\n'
+    )
+    with pytest.raises(InputError) as e:
+        load_frameworks(path)
+    message = str(e.value)
+    assert "\n" not in message and "dequant_ops" in message and needle in message and str(path) in message
