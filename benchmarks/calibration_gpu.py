@@ -805,7 +805,10 @@ def _refit_profiles(rows, frameworks: dict, done: list[str]) -> dict:
         if not any(r.chip in done for r in fitted):
             continue
         moved = [dataclasses.replace(r, chip=f"{r.chip}-published") if r.chip in done else r for r in fitted]
-        out[name] = dataclasses.replace(f, multipliers=tuple(fit_framework(moved, f.fit, fixed=f.multipliers)))
+        # The profile's fields outside its vector (K/V re-reads, dequantisation) apply in
+        # the fit as in the prediction.
+        m = fit_framework(moved, f.fit, fixed=f.multipliers, profile=f)
+        out[name] = dataclasses.replace(f, multipliers=tuple(m))
     return out
 
 

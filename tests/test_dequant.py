@@ -37,6 +37,8 @@ def test_dequant_seconds_closed_form():
     w = _workload(ops=1.875, weight_bytes=0.625)
     got = float(cm.dequant_seconds(6.25e9, w, _chip()))
     assert got == pytest.approx(1e10 * 1.875 / 10e12, rel=1e-6)  # 1e10 elements
+    half = float(cm.dequant_seconds(6.25e9, w, _chip(compute_efficiency=0.5)))
+    assert half == pytest.approx(2 * got, rel=1e-6)  # the sustained share of the peak
     assert float(cm.dequant_seconds(6.25e9, _workload(0.0, 0.625), _chip())) == 0.0
     no_f32 = _chip(peak_flops=jnp.asarray([0.0, 312e12, 624e12, 1248e12]))
     assert float(cm.dequant_seconds(6.25e9, w, no_f32)) == 0.0

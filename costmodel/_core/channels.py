@@ -121,7 +121,7 @@ Little's law puts on it (`stream_bandwidth`): at the crossing the stream runs at
 the range of the soft rooflines of the calibration fits (`Chip.overlap`)."""
 
 
-def stream_bandwidth(tiers: Tiers, in_flight: Scalar | float = 0.0, busy_per_byte: Scalar | float = 0.0):
+def stream_bandwidth(tiers: Tiers, in_flight: Scalar | float = 0.0, busy_per_byte: RealScalarLike = 0.0):
     """Bandwidth each tier streams at, B/s: `bandwidth x efficiency`, and on DRAM at most
     what the bytes the kernels keep in flight sustain against its latency.
 
@@ -165,7 +165,7 @@ def chip_in_flight(chip: Chip):
     return chip.parallel_units * chip.bytes_in_flight
 
 
-def stream_seconds(full_rate_bytes, tiers: Tiers, in_flight: Scalar | float = 0.0, busy: Scalar | float = 0.0):
+def stream_seconds(full_rate_bytes, tiers: Tiers, in_flight: Scalar | float = 0.0, busy: RealScalarLike = 0.0):
     """Seconds each tier needs to stream bytes to the compute die.
 
     Args:
@@ -188,11 +188,14 @@ def dequant_seconds(weight_bytes, workload: Workload, chip: Chip):
     at one instruction per FP32 lane per clock: `peak_flops[F32] / 2`, the non-tensor
     peak counting a fused multiply-add as two FLOPs (an assumption for the integer and
     packed-bf16 instructions of an unpack, which issue on other pipes at about that
-    rate on Ampere). 0 with no instructions, or a chip with no FP32 peak. Time only:
-    their energy is not charged."""
+    rate on Ampere), times `Chip.compute_efficiency` (the sustained share of the peak
+    the chip's file assumes; a calibrated chip folds it into its peaks, so both forms of
+    one chip unpack at one rate). 0 with no instructions, or a chip with no FP32 peak.
+    Time only: their energy is not charged."""
     s = workload.scenario
     elements = safe_div(weight_bytes, s.weight_bytes)
-    return safe_div(elements * s.weight_dequant_ops, chip.peak_flops[F32] / 2.0)
+    lanes = chip.peak_flops[F32] * chip.compute_efficiency / 2.0
+    return safe_div(elements * s.weight_dequant_ops, lanes)
 
 
 def pim_seconds(pim_bytes, pim_flops, chip: Chip):
