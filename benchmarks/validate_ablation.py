@@ -23,8 +23,8 @@ Terms:
 - **Dequantisation** (`costmodel.dequant_seconds`, a profile's `dequant_ops`): gpt-fast's
   kernels spend 1 (int8) and 1.875 (int4, group 32) ALU instructions per weight element
   unpacking it, which lengthens each in-flight slot of the latency-bound stream. Off: the
-  formats used as stored (the model before 2026-12-05). With Little's law off it has no
-  effect (it acts on the bound only).
+  formats used as stored (the model before 2026-12-05). With Little's law off it still
+  acts, as the ALUs' throughput limit on the stream.
 """
 
 from __future__ import annotations

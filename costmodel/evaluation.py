@@ -345,9 +345,11 @@ def evaluate(
         chips: system size; by default the fewest chips the model and cache fit on.
         placement: a placement policy overriding the chip's own.
         framework: a serving-framework efficiency profile (`data/frameworks.toml`:
-            `llama.cpp`, `gpt-fast`, `trt-llm`, `vllm`, `native`), applied to the chip as
-            multipliers on its memory-tier and compute efficiency, per-layer kernel
-            overhead and all-reduce latency; None uses the chip preset as it is.
+            `llama.cpp`, `gpt-fast`, `trt-llm`, `vllm`, `native`, ...), applied as
+            `apply_framework` does: its kernels' bytes in flight, multipliers on the
+            chip's memory-tier and compute efficiency, per-layer kernel overhead and
+            all-reduce latency, its host time, K/V re-reads and its kernels'
+            instructions to unpack `weights`; None uses the chip preset as it is.
         tensor_parallel, pipeline_parallel: an explicit system layout (both, or
             neither); overrides `chips`.
         profile: the KV access profile: a preset id (`data/profiles.toml`), a

@@ -8,7 +8,8 @@ preset, the row's serving-framework profile (`data/frameworks.toml`) and the row
 system layout, and compared with the published value.
 
 A framework profile is its kernels' concurrency and four multipliers applied to a chip
-(and, apart from that vector, its host time and its attention's K/V re-reads):
+(and, apart from that vector, its host time, its attention's K/V re-reads and its
+kernels' instructions to unpack each quantised weight format: `with_profile_fields`):
 the bytes its decode kernels keep in flight per SM (`Chip.bytes_in_flight`: by Little's
 law DRAM streams at most SMs x bytes in flight / latency, so one framework reaches
 different fractions of peak on different memories), and multipliers on every memory
@@ -272,7 +273,8 @@ def fit_framework(
         steps, learning_rate: Adam schedule.
         ridge: pull towards `m0`, which also fixes what no row constrains.
         profile: the profile being fitted: its fields outside the log vector (host time,
-            K/V re-reads: `apply_profile_fields`, not fitted) apply; None: none.
+            K/V re-reads, dequantisation: `with_profile_fields`, not fitted) apply;
+            None: none.
         prefill_at_chip_rate: see `Prepared`.
 
     Returns:

@@ -1,6 +1,7 @@
 """Dequantisation: the ALU work that unpacks quantised weights between their loads and
 the matmul lengthens each in-flight slot of a latency-bound stream (Little's law)."""
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -44,18 +45,36 @@ def test_dequant_seconds_closed_form():
     assert float(cm.dequant_seconds(6.25e9, w, no_f32)) == 0.0
 
 
-def test_the_alu_time_lengthens_the_little_bound_only():
+def test_the_alu_time_lengthens_the_little_bound_and_bounds_the_stream_without_one():
     chip = _chip()
     in_flight = float(cm.chip_in_flight(chip))
     busy = 0.2e-12  # s per byte
-    little = 4e-7 / in_flight + busy
     reachable = 2e12 * 0.9
-    expected = ((1 / reachable) ** LITTLE_SHARPNESS + little**LITTLE_SHARPNESS) ** (-1 / LITTLE_SHARPNESS)
+
+    def soft_min(per_byte):
+        return ((1 / reachable) ** LITTLE_SHARPNESS + per_byte**LITTLE_SHARPNESS) ** (-1 / LITTLE_SHARPNESS)
+
     bw = np.asarray(cm.stream_bandwidth(chip.tiers, in_flight, busy))
-    assert bw[DRAM] == pytest.approx(expected, rel=1e-5)
-    # No bound (no bytes in flight): the plain stream, whatever the ALU time.
+    assert bw[DRAM] == pytest.approx(soft_min(4e-7 / in_flight + busy), rel=1e-5)
+    # No bytes-in-flight bound: the ALUs' throughput (1 / busy) bounds the stream.
     free = np.asarray(cm.stream_bandwidth(chip.tiers, 0.0, busy))
-    np.testing.assert_allclose(free, np.asarray(chip.tiers.effective_bandwidth), rtol=1e-6)
+    assert free[DRAM] == pytest.approx(soft_min(busy), rel=1e-5)
+    # A profile's "unbounded" bytes in flight (1e9 kB per unit) reads as no bound.
+    huge = np.asarray(cm.stream_bandwidth(chip.tiers, 1e14, busy))
+    assert huge[DRAM] == pytest.approx(free[DRAM], rel=1e-4)
+    # Neither: the plain stream.
+    plain = np.asarray(cm.stream_bandwidth(chip.tiers, 0.0, 0.0))
+    np.testing.assert_allclose(plain, np.asarray(chip.tiers.effective_bandwidth), rtol=1e-6)
+
+
+def test_batched_tiers_take_a_batched_busy_time():
+    """The calibration fit streams batched tiers (one row per trace point)."""
+    chip = _chip()
+    tiers = jax.tree.map(lambda x: jnp.stack([x, x]), chip.tiers)
+    tiers = eqx.tree_at(lambda t: t.capacity, tiers, chip.tiers.capacity)
+    full_rate = jnp.asarray([[0.0, 0.0, 1e9], [0.0, 0.0, 2e9]])
+    t = np.asarray(cm.stream_seconds(full_rate, tiers, 0.0, jnp.asarray([1e-4, 0.0])))
+    assert t.shape == (2, 3) and t[0, DRAM] > 1e9 / (2e12 * 0.9) and t[1, DRAM] == pytest.approx(2e9 / 1.8e12)
 
 
 def test_a_decode_step_on_a_small_case():
@@ -78,13 +97,22 @@ def test_a_decode_step_on_a_small_case():
 
 
 def test_neutral_defaults():
-    """No instructions, or a chip without a concurrency bound, leave a step as it was."""
+    """No instructions leave a step as it was; an ALU far faster than the stream, nearly."""
     chip = _chip()
     assert float(_cost(chip, 0.0).seconds_per_step) == float(_cost(chip).seconds_per_step)
     free = chip.replace(bytes_in_flight=0.0)
-    assert float(_cost(free, 2.0).seconds_per_step) == float(_cost(free, 0.0).seconds_per_step)
+    fast_alu = free.replace(peak_flops=jnp.asarray([1e18, 312e12, 624e12, 1248e12]))
+    assert float(_cost(fast_alu, 2.0).seconds_per_step) == pytest.approx(float(_cost(free).seconds_per_step), rel=1e-5)
+    assert float(_cost(free, 2.0).seconds_per_step) > float(_cost(free).seconds_per_step)
     w = cm.Workload(cm.model_preset("llama-3-8b"), cm.make_scenario(batch=1, context=512, weights="int8"))
     assert float(w.scenario.weight_dequant_ops) == 0.0
+
+
+def test_each_chip_unpacks_its_share_of_the_weights():
+    """Under tensor parallelism each chip streams, and unpacks, 1/tp of the weights."""
+    one, two = _chip(), _chip(tensor_parallel=2.0)
+    extra = lambda c: float(_cost(c, 1.875, 0.625).tier_seconds[DRAM] - _cost(c, 0.0, 0.625).tier_seconds[DRAM])
+    assert extra(two) == pytest.approx(extra(one) / 2, rel=0.05)
 
 
 @pytest.mark.parametrize("batch", [1, 32])
@@ -143,6 +171,7 @@ def test_gpt_fast_unpacks_its_quantised_formats():
 
     f = load_frameworks()["gpt-fast"]
     assert f.dequant("int8") == 1.0 and f.dequant("int4_g32") == 1.875 and f.dequant("bf16") == 0.0
+    assert f.dequant("int4") == f.dequant("int4_g32")  # one kernel, whatever the group size
     assert load_frameworks()["llama.cpp"].dequant("q4_0") == 0.0
 
 
@@ -191,3 +220,41 @@ def test_a_bad_dequant_table_is_one_line(tmp_path, table, needle):
         load_frameworks(path)
     message = str(e.value)
     assert "\n" not in message and "dequant_ops" in message and needle in message and str(path) in message
+
+
+def test_serve_unpacks_with_the_framework():
+    import dataclasses
+
+    from costmodel.evaluation import apply_framework
+    from costmodel.io import chip_info, economics_preset
+    from costmodel.serving import serve
+
+    info = apply_framework(chip_info("a100-80gb-sxm"), "gpt-fast")
+    grid = [1.0, 8.0]
+
+    def tpots(i):
+        s = serve("llama-2-7b", i, economics_preset(), chips=1, context=256, weights="int4_g32", batches=grid)
+        return [p.tpot for p in s.points]
+
+    slow, fast = tpots(info), tpots(dataclasses.replace(info, dequant_ops=()))
+    assert all(a > b for a, b in zip(slow, fast))
+
+
+def test_the_roofline_unpacks_as_the_step_does():
+    """The plot's per-class rate of the FFN weights falls with their unpacking."""
+    from costmodel.report.roofline import attainable_flops
+
+    e = cm.evaluate("llama-2-7b", "a100-80gb-sxm", context=128, weights="int4_g32", framework="gpt-fast")
+    traffic = cm.lower_traffic(e.workload)
+    c = cm.CLASSES.index("weights.ffn")
+    args = (
+        e.chip,
+        cm.class_placement(e.placement, traffic)[c],
+        cm.class_sum(traffic.read_bytes + traffic.writes)[c],
+        cm.class_sum(traffic.flops)[c],
+        cm.class_flop_rates(e.workload, traffic, e.chip)[c],
+        cm.class_stream_efficiency(traffic, e.chip)[c],
+    )
+    unpack = cm.dequant_seconds(1.0, e.workload, e.chip)
+    assert float(unpack) > 0
+    assert float(attainable_flops(*args, unpack)) < float(attainable_flops(*args))

@@ -123,7 +123,8 @@ the range of the soft rooflines of the calibration fits (`Chip.overlap`)."""
 
 def stream_bandwidth(tiers: Tiers, in_flight: Scalar | float = 0.0, busy_per_byte: RealScalarLike = 0.0):
     """Bandwidth each tier streams at, B/s: `bandwidth x efficiency`, and on DRAM at most
-    what the bytes the kernels keep in flight sustain against its latency.
+    what the bytes the kernels keep in flight sustain against its latency, and what the
+    ALUs that must work on each byte keep up with.
 
     Little's law: a stream with `in_flight` bytes outstanding over a memory of
     latency `L` moves at most `in_flight / L` bytes per second, so a kernel with
@@ -131,15 +132,16 @@ def stream_bandwidth(tiers: Tiers, in_flight: Scalar | float = 0.0, busy_per_byt
     A slot is held for the latency and for the arithmetic that must follow the load
     before the next is issued (a latency-bound loop's iteration is its memory latency
     plus its dependent instructions: Volkov 2016, ch. 4), so the bound's time per
-    byte is `L / in_flight + busy_per_byte`. The two limits combine as a soft
+    byte is `L / in_flight + busy_per_byte`; with no bytes-in-flight bound it is
+    `busy_per_byte` alone, the ALUs' throughput. The limits combine as a soft
     minimum (`LITTLE_SHARPNESS`).
 
     Args:
         tiers: the tiers (may carry batch axes).
         in_flight: bytes in flight on the whole chip (`Chip.parallel_units x
             Chip.bytes_in_flight`), B; 0: no bound.
-        busy_per_byte: the chip's ALU time per DRAM byte between a load and the next
-            (`dequant_seconds` over the bytes), s/B; it counts only under the bound.
+        busy_per_byte: the chip's ALU time per full-rate DRAM byte between a load and
+            the next (`dequant_seconds` over the bytes), s/B; 0: none.
 
     References:
         J. D. C. Little, "A proof for the queuing formula L = λW", Operations Research
@@ -148,12 +150,12 @@ def stream_bandwidth(tiers: Tiers, in_flight: Scalar | float = 0.0, busy_per_byt
     """
     reachable = tiers.effective_bandwidth
     latency = tiers.latency[..., DRAM]
-    # Time per byte: the soft maximum of the two limits'. Little's is latency / bytes in
-    # flight (+ the ALU time per byte), 0 where there is no bound (no bytes in flight
-    # given, or no latency); double where, so that neither a 0 nor its gradient divides
-    # anything.
+    # Time per byte: the soft maximum of the limits'. Little's is latency / bytes in
+    # flight, 0 where there is no bound (no bytes in flight given, or no latency);
+    # double where, so that neither a 0 nor its gradient divides anything. The ALU time
+    # adds to it: it holds a slot under the bound, and is a throughput limit without.
     ok = (in_flight > 0) & (latency > 0)
-    little = jnp.where(ok, jnp.where(ok, latency, 1.0) / jnp.where(ok, in_flight, 1.0) + busy_per_byte, 0.0)
+    little = jnp.where(ok, jnp.where(ok, latency, 1.0) / jnp.where(ok, in_flight, 1.0), 0.0) + busy_per_byte
     per_byte = jnp.stack(jnp.broadcast_arrays(1.0 / jnp.maximum(reachable[..., DRAM], 1.0), little), -1)
     # Without a bound, exactly `bandwidth x efficiency` (not its reciprocal's reciprocal).
     dram = jnp.where(little > 0, 1.0 / p_norm(per_byte, LITTLE_SHARPNESS), reachable[..., DRAM])
@@ -175,23 +177,45 @@ def stream_seconds(full_rate_bytes, tiers: Tiers, in_flight: Scalar | float = 0.
         in_flight: bytes the kernels keep in flight on the chip (`chip_in_flight`), B;
             0: no latency bound.
         busy: the chip's ALU seconds on the DRAM stream's bytes between their loads and
-            the next (`dequant_seconds`), s; they lengthen the latency bound only.
+            the next (`dequant_seconds`), s: they lengthen each slot of the latency
+            bound, and bound the stream by the ALUs' throughput where there is none.
     """
     busy_per_byte = safe_div(busy, full_rate_bytes[..., DRAM])
     return seconds(full_rate_bytes, stream_bandwidth(tiers, in_flight, busy_per_byte))
 
 
 def dequant_seconds(weight_bytes, workload: Workload, chip: Chip):
-    """Seconds one chip's ALUs spend unpacking `weight_bytes` of weights before the
-    matmul uses them: `weight_bytes / Scenario.weight_bytes` elements, each taking
+    """Seconds one chip's ALUs spend unpacking weights before the matmul uses them.
+
+    `weight_bytes / Scenario.weight_bytes` elements, each taking
     `Scenario.weight_dequant_ops` instructions (the framework's kernel for the format),
-    at one instruction per FP32 lane per clock: `peak_flops[F32] / 2`, the non-tensor
-    peak counting a fused multiply-add as two FLOPs (an assumption for the integer and
-    packed-bf16 instructions of an unpack, which issue on other pipes at about that
-    rate on Ampere), times `Chip.compute_efficiency` (the sustained share of the peak
-    the chip's file assumes; a calibrated chip folds it into its peaks, so both forms of
-    one chip unpack at one rate). 0 with no instructions, or a chip with no FP32 peak.
-    Time only: their energy is not charged."""
+    at one instruction per FP32 lane per clock: `peak_flops[F32] / 2` (the non-tensor
+    peak counts a fused multiply-add as two FLOPs) times `Chip.compute_efficiency` (the
+    sustained share of peak the chip's file assumes; the published-trace calibrations
+    fold it into their peaks, so a preset and its `-published` file unpack at one rate).
+    A proxy, assumed: it holds where integer and packed-bf16 instructions issue at the
+    FP32 lanes' rate (Ampere); Hopper and Ada issue 32-bit integer instructions at half
+    their FP32 lanes' rate, and int-to-float conversions run at a quarter of it on
+    compute capability 8.x (CUDA C++ Programming Guide, arithmetic instruction
+    throughput), so the count a profile gives is in FP32-lane slots. A chip file whose
+    F32 peak is a fitted GEMM rate (`data/calibrated/h200.toml`) unpacks far too fast.
+    Time only: the instructions' energy is not charged.
+
+    Args:
+        weight_bytes: bytes of weights one chip streams, B.
+        workload: the scenario's bytes per weight and instructions per weight.
+        chip: the chip (its F32 peak and compute efficiency).
+
+    Returns:
+        Seconds, s; 0 with no instructions, or a chip with no F32 peak.
+
+    Examples:
+        >>> import costmodel as cm
+        >>> w = cm.Workload(cm.model_preset("llama-2-7b"), cm.Scenario(weight_bytes=1.0, weight_dequant_ops=1.0))
+        >>> chip = cm.make_chip(capacity=(0, 0, 80e9), bandwidth=(0, 0, 2e12), peak_flops=20e12)
+        >>> round(float(cm.dequant_seconds(1e9, w, chip)) * 1e3, 3)  # 1e9 elements at 1e13 per second
+        0.1
+    """
     s = workload.scenario
     elements = safe_div(weight_bytes, s.weight_bytes)
     lanes = chip.peak_flops[F32] * chip.compute_efficiency / 2.0

@@ -16,12 +16,14 @@ from .._core import channels as ch
 from .._core.chip import DRAM, PIM, SRAM, TIERS, Chip
 from .._core.cost import BOUNDS
 from .._core.numerics import safe_div
-from .._core.traffic import CLASSES, class_sum, lower_traffic
+from .._core.traffic import CLASS_IS_KV, CLASSES, class_sum, lower_traffic
 from .._core.types import RealScalarLike
 from ..evaluation import Evaluation
 
 
-def attainable_flops(chip: Chip, held, moved, flops, rate, stream_efficiency: RealScalarLike = 1.0):
+def attainable_flops(
+    chip: Chip, held, moved, flops, rate, stream_efficiency: RealScalarLike = 1.0, unpack: RealScalarLike = 0.0
+):
     """FLOP/s one tensor-parallel group reaches on `flops` FLOPs over `moved` bytes, timed
     by the channels as `decode_cost` times a step (no serial terms).
 
@@ -34,14 +36,17 @@ def attainable_flops(chip: Chip, held, moved, flops, rate, stream_efficiency: Re
             (`class_flop_rates`, or peak x compute efficiency for a roof), FLOP/s.
         stream_efficiency: fraction of SRAM and DRAM bandwidth the kernels stream at
             (`class_stream_efficiency`).
+        unpack: the chip's ALU seconds per byte of these bytes that DRAM streams, to
+            unpack quantised weights (`dequant_seconds` of one byte), s/B.
 
     Returns:
         `flops` over the overlapped time of the SRAM, PIM, DRAM and compute channels, FLOP/s.
     """
 
-    def one(held, moved, flops, rate, stream_efficiency):  # one point: held [tiers], the rest scalars
+    def one(held, moved, flops, rate, stream_efficiency, unpack):  # one point: held [tiers], the rest scalars
         tp = chip.tensor_parallel
-        stream = ch.stream_seconds(held * (moved / stream_efficiency / tp), chip.tiers, ch.chip_in_flight(chip))
+        busy = unpack * held[DRAM] * moved / tp
+        stream = ch.stream_seconds(held * (moved / stream_efficiency / tp), chip.tiers, ch.chip_in_flight(chip), busy)
         pim = ch.pim_seconds(held[PIM] * moved / tp, held[PIM] * flops / tp, chip)
         compute = ch.compute_seconds(flops, rate, held[SRAM], held[DRAM], ch.effective_feed(chip), tp)
         return safe_div(flops, ch.overlapped_seconds(stream[SRAM], pim, stream[DRAM], compute, chip))
@@ -49,11 +54,11 @@ def attainable_flops(chip: Chip, held, moved, flops, rate, stream_efficiency: Re
     # The channel functions time one point: broadcast the batch axes explicitly (the
     # tests forbid rank promotion) and map `one` over them.
     held = jnp.asarray(held, dtype=float)
-    points = [jnp.asarray(a, dtype=float) for a in (moved, flops, rate, stream_efficiency)]
+    points = [jnp.asarray(a, dtype=float) for a in (moved, flops, rate, stream_efficiency, unpack)]
     batch = jnp.broadcast_shapes(held.shape[:-1], *(a.shape for a in points))
     held = jnp.broadcast_to(held, (*batch, held.shape[-1]))
     points = [jnp.broadcast_to(a, batch) for a in points]
-    return jnp.vectorize(one, signature="(t),(),(),(),()->()")(held, *points)
+    return jnp.vectorize(one, signature="(t),(),(),(),(),()->()")(held, *points)
 
 
 def _f(x) -> float:
@@ -123,6 +128,8 @@ def roofline_plot(evaluation: Evaluation, path: str | Path, title: str = "") -> 
         class_sum(traffic.flops),
         ch.class_flop_rates(e.workload, traffic, chip),
         ch.class_stream_efficiency(traffic, chip),
+        # Quantised weights are unpacked as `decode_cost` prices them.
+        jnp.where(jnp.asarray(CLASS_IS_KV), 0.0, ch.dequant_seconds(1.0, e.workload, chip)),
     )
     rates = np.asarray(rates, dtype=float)
     read = np.asarray(class_sum(traffic.read_bytes), dtype=float)
