@@ -180,7 +180,11 @@ def stream_seconds(full_rate_bytes, tiers: Tiers, in_flight: Scalar | float = 0.
             the next (`dequant_seconds`), s: they lengthen each slot of the latency
             bound, and bound the stream by the ALUs' throughput where there is none.
     """
-    busy_per_byte = safe_div(busy, full_rate_bytes[..., DRAM])
+    # Double where: no ALU time (every format used as stored) must leave the stream and
+    # its gradient exactly as they were, even over a vanishing DRAM share.
+    dram = full_rate_bytes[..., DRAM]
+    ok = (busy > 0) & (dram > 0)
+    busy_per_byte = jnp.where(ok, jnp.where(ok, busy, 0.0) / jnp.where(ok, dram, 1.0), 0.0)
     return seconds(full_rate_bytes, stream_bandwidth(tiers, in_flight, busy_per_byte))
 
 
@@ -219,7 +223,10 @@ def dequant_seconds(weight_bytes, workload: Workload, chip: Chip):
     s = workload.scenario
     elements = safe_div(weight_bytes, s.weight_bytes)
     lanes = chip.peak_flops[F32] * chip.compute_efficiency / 2.0
-    return safe_div(elements * s.weight_dequant_ops, lanes)
+    # Double where: with no instructions the time and its gradient are exactly 0, even on
+    # a chip with a vanishing F32 rate.
+    ok = (s.weight_dequant_ops > 0) & (lanes > 0)
+    return jnp.where(ok, elements * s.weight_dequant_ops / jnp.where(ok, lanes, 1.0), 0.0)
 
 
 def pim_seconds(pim_bytes, pim_flops, chip: Chip):
