@@ -182,7 +182,7 @@ def stream_seconds(full_rate_bytes, tiers: Tiers, in_flight: Scalar | float = 0.
     """
     # Double where: no ALU time (every format used as stored) must leave the stream and
     # its gradient exactly as they were, even over a vanishing DRAM share.
-    dram = full_rate_bytes[..., DRAM]
+    dram, busy = full_rate_bytes[..., DRAM], jnp.asarray(busy, dtype=float)
     ok = (busy > 0) & (dram > 0)
     busy_per_byte = jnp.where(ok, jnp.where(ok, busy, 0.0) / jnp.where(ok, dram, 1.0), 0.0)
     return seconds(full_rate_bytes, stream_bandwidth(tiers, in_flight, busy_per_byte))
