@@ -181,8 +181,10 @@ def stream_seconds(full_rate_bytes, tiers: Tiers, in_flight: Scalar | float = 0.
             bound, and bound the stream by the ALUs' throughput where there is none.
     """
     # Double where: no ALU time (every format used as stored) must leave the stream and
-    # its gradient exactly as they were, even over a vanishing DRAM share.
-    dram, busy = full_rate_bytes[..., DRAM], jnp.asarray(busy, dtype=float)
+    # its gradient exactly as they were, even over a vanishing DRAM share. (So the
+    # derivative with respect to the ALU time is 0 at exactly 0, not its one-sided value.)
+    dram = full_rate_bytes[..., DRAM]
+    busy = jnp.asarray(busy, dtype=dram.dtype)
     ok = (busy > 0) & (dram > 0)
     busy_per_byte = jnp.where(ok, jnp.where(ok, busy, 0.0) / jnp.where(ok, dram, 1.0), 0.0)
     return seconds(full_rate_bytes, stream_bandwidth(tiers, in_flight, busy_per_byte))
@@ -198,10 +200,11 @@ def dequant_seconds(weight_bytes, workload: Workload, chip: Chip):
     sustained share of peak the chip's file assumes; the published-trace calibrations
     fold it into their peaks, so a preset and its `-published` file unpack at one rate).
     A proxy, assumed: it holds where integer and packed-bf16 instructions issue at the
-    FP32 lanes' rate (Ampere); Hopper and Ada issue 32-bit integer instructions at half
-    their FP32 lanes' rate, and int-to-float conversions run at a quarter of it on
-    compute capability 8.x (CUDA C++ Programming Guide, arithmetic instruction
-    throughput), so the count a profile gives is in FP32-lane slots. A chip file whose
+    FP32 lanes' rate (the A100); Hopper and Ada issue 32-bit integer instructions at
+    half their FP32 lanes' rate, and type conversions run at 16 per SM per clock, a
+    quarter of the FP32 lanes on compute capability 8.0 and an eighth on 8.6-9.0 (CUDA
+    C++ Programming Guide, arithmetic instruction throughput, as read here), so the
+    count a profile gives is in FP32-lane slots. A chip file whose
     F32 peak is a fitted GEMM rate (`data/calibrated/h200.toml`) unpacks far too fast.
     Time only: the instructions' energy is not charged.
 

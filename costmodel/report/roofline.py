@@ -61,6 +61,27 @@ def attainable_flops(
     return jnp.vectorize(one, signature="(t),(),(),(),(),()->()")(held, *points)
 
 
+def class_rates(e: Evaluation) -> tuple[np.ndarray, np.ndarray]:
+    """(`[classes, tiers]` share of each block class's bytes per tier, `[classes]` FLOP/s
+    each class reaches) of an evaluation: each class (its heat buckets summed) through the
+    channels as placed, with its own compute rate, small-kernel stream efficiency and,
+    for quantised weights, the unpacking `decode_cost` prices (`attainable_flops`)."""
+    traffic = lower_traffic(e.workload)
+    moved = class_sum(e.placement * (traffic.read_bytes + traffic.writes)[:, None], axis=0)  # [classes, tiers]
+    total = jnp.sum(moved, axis=-1)
+    held = np.asarray(safe_div(moved, total[:, None]), dtype=float)
+    rates = attainable_flops(
+        e.chip,
+        held,
+        total,
+        class_sum(traffic.flops),
+        ch.class_flop_rates(e.workload, traffic, e.chip),
+        ch.class_stream_efficiency(traffic, e.chip),
+        jnp.where(jnp.asarray(CLASS_IS_KV), 0.0, ch.dequant_seconds(1.0, e.workload, e.chip)),
+    )
+    return held, np.asarray(rates, dtype=float)
+
+
 def _f(x) -> float:
     return float(np.asarray(x))
 
@@ -116,22 +137,7 @@ def roofline_plot(evaluation: Evaluation, path: str | Path, title: str = "") -> 
         else:
             label = f"{t} {bw[i] / 1e12:.3g} TB/s"
         ax.plot(x, np.asarray(roof), "-", color=colors[t], lw=1.2, label=label)
-    # Each class (its heat buckets summed) through the channels as placed, with its own
-    # compute rate and small-kernel stream efficiency.
-    moved = class_sum(e.placement * (traffic.read_bytes + traffic.writes)[:, None], axis=0)  # [classes, tiers]
-    total = jnp.sum(moved, axis=-1)
-    held = np.asarray(safe_div(moved, total[:, None]), dtype=float)
-    rates = attainable_flops(
-        chip,
-        held,
-        total,
-        class_sum(traffic.flops),
-        ch.class_flop_rates(e.workload, traffic, chip),
-        ch.class_stream_efficiency(traffic, chip),
-        # Quantised weights are unpacked as `decode_cost` prices them.
-        jnp.where(jnp.asarray(CLASS_IS_KV), 0.0, ch.dequant_seconds(1.0, e.workload, chip)),
-    )
-    rates = np.asarray(rates, dtype=float)
+    held, rates = class_rates(e)
     read = np.asarray(class_sum(traffic.read_bytes), dtype=float)
     intensity = np.asarray(traffic.intensity, dtype=float)
     for c, name in enumerate(CLASSES):
