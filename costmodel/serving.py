@@ -305,6 +305,183 @@ class Disaggregated:
     joules: float
 
 
+def _prompt_workload(m: Model, base, prompt: float, batch: float = 1.0, groups: float = 1.0) -> Workload:
+    """A step that prefills `batch` prompts of `prompt` tokens together: each
+    sequence's `prompt` queries share each KV read of its prompt (causal: `prompt / 2`
+    tokens of history on average), in `groups` micro-batches."""
+    scenario = eqx.tree_at(
+        lambda s: (s.batch, s.context, s.micro_batches),
+        base,
+        (jnp.asarray(float(batch)), jnp.asarray(prompt / 2), jnp.asarray(float(groups))),
+    )
+    return Workload(m, scenario, AccessProfile(queries=prompt))
+
+
+def prompt_seconds(
+    model: str | Model,
+    chip: ChipInfo,
+    *,
+    prompt_tokens: float,
+    batches: np.ndarray,
+    tensor_parallel: int = 1,
+    pipeline_parallel: int = 1,
+    weights: str = "bf16",
+    kv: str = "bf16",
+) -> np.ndarray:
+    """Time to prefill `batch` prompts of `prompt_tokens` tokens together, s, for each
+    batch of `batches`: one step of `batch` sequences whose prompt tokens share each
+    weight read (the step `disaggregated_prefill` prices for one prompt), on the split,
+    with `chip`'s framework profile (host time included) as it is."""
+    m = model if isinstance(model, Model) else load_model(model)
+    base = make_scenario(batch=1, context=prompt_tokens, weights=weights, kv=kv, dequant_ops=chip.dequant(weights))
+    b = np.asarray(batches, dtype=float)
+    workloads = [_prompt_workload(m, base, prompt_tokens, x, min(pipeline_parallel, x)) for x in b]
+    system = chip.chip.replace(tensor_parallel=tensor_parallel, pipeline_parallel=pipeline_parallel)
+    stack = lambda xs: jax.tree.map(lambda *a: jnp.stack(a), *xs)
+    from .io import economics_preset
+
+    seconds, *_ = _grid(stack(workloads), stack([system] * len(b)), economics_preset(), chip.placement)
+    return np.asarray(seconds, dtype=float)
+
+
+def output_length_pmf(mean: float, lengths: str) -> np.ndarray:
+    """P(a request emits k output tokens) for k = 1, 2, ... (index k - 1).
+
+    - "fixed": every request emits the same number (`ignore_eos` with a fixed
+      length): `mean` itself, split between the two whole numbers around it so the
+      mean is exact.
+    - "varied": lengths differ per request (dataset completions stopping at EOS):
+      geometric, every token ending its request with the same probability `1 / mean`,
+      the maximum-entropy distribution of a positive whole number with a given mean
+      (E. T. Jaynes, "Information Theory and Statistical Mechanics", Phys. Rev. 106,
+      1957). An assumption: a published length distribution is not in the rows; its
+      tail sets how long a burst drains.
+
+    Raises:
+        InputError: a mean below 1 or an unknown kind.
+    """
+    if not mean >= 1:
+        raise InputError(f"output_tokens = {mean!r}: expected a mean of at least 1 token")
+    if lengths == "fixed":
+        lo = math.floor(mean)
+        pmf = np.zeros(lo + 1)
+        pmf[lo - 1] = 1.0 - (mean - lo)
+        pmf[lo] = mean - lo
+        return pmf if pmf[-1] > 0 else pmf[:-1]
+    if lengths == "varied":
+        q = 1.0 / mean
+        if q >= 1.0:
+            return np.ones(1)
+        k = np.arange(1, math.ceil(mean * math.log(1e9)) + 1)
+        pmf = q * (1.0 - q) ** (k - 1)
+        pmf[-1] += 1.0 - pmf.sum()  # the tail's mass on the last length (< 1e-9)
+        return pmf
+    raise InputError(f"output_lengths = {lengths!r}: expected one of ['fixed', 'varied']")
+
+
+@dataclasses.dataclass(frozen=True)
+class Burst:
+    """N requests sent at once, each served once, until the last one's last token.
+
+    Attributes:
+        seconds: from the burst to the last output token, s.
+        output_tokens_per_second: output tokens over `seconds`.
+        tpot: mean over requests of at least two tokens of (last token - first token)
+            / (tokens - 1), s: the per-request time per output token serving benchmarks
+            average (vLLM's `benchmark_serving`).
+        ttft: mean time to first token, s.
+        batch: the most sequences decoded at once.
+    """
+
+    seconds: float
+    output_tokens_per_second: float
+    tpot: float
+    ttft: float
+    batch: float
+
+
+def burst(
+    requests: float,
+    pmf: np.ndarray,
+    capacity: float,
+    decode: tuple[np.ndarray, np.ndarray],
+    prefill: tuple[np.ndarray, np.ndarray],
+) -> Burst:
+    """A burst of `requests` served by a continuous-batching engine, step by step, in
+    expectation (a fluid model: expected numbers of requests, by tokens emitted).
+
+    Each engine step admits waiting requests into free slots (at most `capacity`
+    sequences at once), prefills their prompts (their first token), and decodes one
+    token of every sequence admitted before; a sequence leaves when it has emitted its
+    length, drawn from `pmf` (`output_length_pmf`). A step takes the prefill time of
+    the prompts it admits plus the decode time of its batch. Once few requests are
+    left, the batch is a whole number: with `A` expected alive, a step decodes with
+    probability `1 - exp(-A)` (Poisson), a batch of `A / (1 - exp(-A))`, so the
+    burst lasts until its longest request ends (the drain that makes a burst of
+    varied lengths slower than a steady state). The prompts a step admits are
+    prefilled before its decode (vLLM's default scheduler puts prefills first), so a
+    request's first token comes, on average, halfway through its step's prefill.
+
+    Args:
+        requests: N, sent at once.
+        pmf: P(k output tokens), k = 1, 2, ...
+        capacity: most sequences decoded at once (memory, the engine's cap).
+        decode: (batches, s): the decode step's time by batch (linear between).
+        prefill: (batches, s): the time to prefill that many prompts together (linear
+            between, 0 at 0).
+    """
+    if not requests >= 1 or not capacity >= 1:
+        raise InputError(f"requests = {requests!r}, capacity = {capacity!r}: expected both >= 1")
+    pmf = np.asarray(pmf, dtype=float)
+    # beyond[i]: P(length > i + 1), the chance a request that has emitted i + 1 tokens decodes on
+    beyond = np.append(np.cumsum(pmf[::-1])[::-1][1:], 0.0)
+    with np.errstate(divide="ignore"):
+        log_done = np.log1p(-np.minimum(beyond, 1.0))  # log P(finished), -inf where it cannot be
+    db, ds = (np.asarray(x, dtype=float) for x in decode)
+    pb, ps = (np.asarray(x, dtype=float) for x in prefill)
+    step = lambda b: float(np.interp(b, db, ds))
+    prompts = lambda a: float(np.interp(a, np.concatenate([[0.0], pb]), np.concatenate([[0.0], ps])))
+    cohort = np.zeros(len(pmf))  # requests admitted i + 1 steps ago (index i): emitted i + 1 tokens
+    queue, now = float(requests), 0.0
+    starts, admitted, prefills, ends = [], [], [], []
+    for _ in range(int(10 * (requests / capacity + 1) * (len(pmf) + 10))):
+        mask = cohort > 0
+        old = float(np.sum(cohort * beyond))  # expected sequences decoding this step
+        # each request's length is independent: P(some sequence decodes) over every cohort
+        busy = -math.expm1(float(np.sum(cohort[mask] * log_done[mask])))
+        a = min(queue, max(capacity - old, 0.0))
+        queue -= a
+        pre = prompts(a)
+        dec = busy * step(max(1.0, old / busy)) if busy > 0 else 0.0
+        starts.append(now)
+        admitted.append(a)
+        prefills.append(pre)
+        now += pre + dec
+        ends.append(now)
+        cohort[1:] = cohort[:-1]
+        cohort[0] = a
+        if queue <= 0 and float(np.sum(cohort * beyond)) < 1e-9:
+            break
+    else:
+        raise InputError(f"a burst of {requests:g} requests did not drain: capacity {capacity!r}")
+    end = np.asarray(ends)
+    last = step(1.0)
+    k = np.arange(2, len(pmf) + 1)  # lengths of at least two tokens
+    weight = total = 0.0
+    for c, a in enumerate(admitted):
+        if a <= 0:
+            continue
+        idx = c + k - 1  # the step of each length's last token
+        done = np.where(idx < len(end), end[np.minimum(idx, len(end) - 1)], end[-1] + (idx - len(end) + 1) * last)
+        per = (done - starts[c] - prefills[c] / 2) / (k - 1)
+        total += a * float(np.sum(pmf[1:] * per))
+        weight += a * float(np.sum(pmf[1:]))
+    tpot = total / weight if weight > 0 else step(1.0)
+    ttft = sum(a * (s + p / 2) for a, s, p in zip(admitted, starts, prefills)) / requests
+    mean = float(np.sum(np.arange(1, len(pmf) + 1) * pmf))
+    return Burst(now, requests * mean / now, tpot, ttft, float(min(requests, capacity)))
+
+
 def disaggregated_prefill(m: Model, base, info: ChipInfo, prefill: Prefill, chips: int) -> Disaggregated:
     """The prefill of one prompt on `chips` chips of `info`'s kind, one tensor-parallel
     instance: a step of one sequence whose `prompt_tokens` queries share each KV read
@@ -321,8 +498,7 @@ def disaggregated_prefill(m: Model, base, info: ChipInfo, prefill: Prefill, chip
     if problem is not None:
         raise InputError(f"prefill_chips = {chips}: {problem}")
     prompt = float(prefill.prompt_tokens)
-    scenario = eqx.tree_at(lambda s: (s.batch, s.context), base, (jnp.asarray(1.0), jnp.asarray(prompt / 2)))
-    w = Workload(m, scenario, AccessProfile(queries=prompt))
+    w = _prompt_workload(m, base, prompt)
     chip = info.chip.replace(tensor_parallel=chips, pipeline_parallel=1)
     traffic = lower_traffic(w)
     cost = decode_cost(w, chip, system_placement(info.placement, traffic, chip))

@@ -52,6 +52,15 @@ TARGET = 0.15
 
 STATUSES = ("test", "fit", "reference")
 
+ARRIVALS = ("closed", "burst")
+"""How the requests came: "closed" (closed-loop clients keeping `concurrency` in
+flight, or open-loop arrivals at `request_rate`), "burst" (all `concurrency` requests
+sent at once, each served once)."""
+
+OUTPUT_LENGTHS = ("fixed", "varied")
+"""Whether every request emits exactly `output_tokens` ("fixed") or lengths differ per
+request around that mean ("varied"; `costmodel.serving.output_length_pmf`)."""
+
 MAX_BATCH = 4096
 """Largest decode batch tried for a row (sequences per instance)."""
 
@@ -83,6 +92,8 @@ class ServingRow:
     source: str
     conditions: str
     blind: str = ""
+    arrival: str = "closed"
+    output_lengths: str = ""
 
 
 def load_serving_rows(path: Path | str | None = None) -> list[ServingRow]:
@@ -128,6 +139,8 @@ def load_serving_rows(path: Path | str | None = None) -> list[ServingRow]:
                 "source",
                 "conditions",
                 "blind",
+                "arrival",
+                "output_lengths",
             ),
         )
         for key in ("id", "status", "chip", "framework", "model", "weights", "kv", "source"):
@@ -144,9 +157,11 @@ def load_serving_rows(path: Path | str | None = None) -> list[ServingRow]:
             ("model", sorted(models)),
             ("weights", sorted(fmts)),
             ("kv", sorted(fmts)),
+            ("arrival", ARRIVALS),
+            ("output_lengths", OUTPUT_LENGTHS),
         )
         for key, allowed in checks:
-            if t[key] not in allowed:
+            if key in t and t[key] not in allowed:
                 raise InputError(f"{where}: field {key!r} = {t[key]!r}: expected one of {list(allowed)}")
         if t["status"] == "reference" and not t.get("reason"):
             raise InputError(f"{where}: missing field 'reason': a reference row says why it is not scored")
@@ -166,6 +181,11 @@ def load_serving_rows(path: Path | str | None = None) -> list[ServingRow]:
                 raise InputError(
                     f"{where}: missing field 'tpot_ms' or 'output_tokens_per_second': a scored row needs a figure"
                 )
+        if t.get("arrival") == "burst" and ("concurrency" not in t or "output_lengths" not in t):
+            raise InputError(
+                f"{where}: field 'arrival' = 'burst': expected 'concurrency' (the requests sent at once) and "
+                f"'output_lengths' (one of {list(OUTPUT_LENGTHS)})"
+            )
         count = lambda key: int(t[key])
         out.append(
             ServingRow(
@@ -192,6 +212,8 @@ def load_serving_rows(path: Path | str | None = None) -> list[ServingRow]:
                 source=t["source"],
                 conditions=t.get("conditions", ""),
                 blind=t.get("blind", ""),
+                arrival=t.get("arrival", "closed"),
+                output_lengths=t.get("output_lengths", ""),
             )
         )
     return out
@@ -227,14 +249,12 @@ class ServingResult:
         return out
 
 
-def _curve(row: ServingRow, host_us: tuple[float, float] | None = None, in_flight_kb: float | None = None):
-    """(batches, TPOT s, TTFT s) of the feasible whole batches on the row's split, with
-    the row's framework profile, its host time replaced by `host_us` (µs per step and
-    per sequence) and its kernels' bytes in flight per parallel unit by `in_flight_kb`
-    (kB) when given."""
+def _row_chip(row: ServingRow, host_us: tuple[float, float] | None = None, in_flight_kb: float | None = None):
+    """The row's chip with its framework profile, its host time replaced by `host_us`
+    (µs per step and per sequence) and its kernels' bytes in flight per parallel unit
+    by `in_flight_kb` (kB) when given."""
     from .evaluation import apply_framework, apply_host
-    from .io import chip_info, economics_preset
-    from .serving import serve
+    from .io import chip_info
 
     info = chip_info(row.chip)
     if row.framework != "native":
@@ -243,11 +263,28 @@ def _curve(row: ServingRow, host_us: tuple[float, float] | None = None, in_fligh
         info = dataclasses.replace(info, chip=apply_host(info.chip, host_us))
     if in_flight_kb is not None:
         info = dataclasses.replace(info, chip=info.chip.replace(bytes_in_flight=in_flight_kb * 1e3))
+    return info
+
+
+def _curve(
+    row: ServingRow,
+    host_us: tuple[float, float] | None = None,
+    in_flight_kb: float | None = None,
+    *,
+    decode_only: bool = False,
+):
+    """(batches, TPOT s, TTFT s) of the feasible whole batches on the row's split, with
+    the row's chip (`_row_chip`); `decode_only`: steps that prefill nothing (TTFT 0)."""
+    from .io import economics_preset
+    from .serving import serve
+
+    info = _row_chip(row, host_us, in_flight_kb)
     prompt = row.prompt_tokens if row.prompt_tokens is not None else 0.0
     want = row.concurrency if row.concurrency is not None else MAX_BATCH
     batches = np.unique(np.concatenate([np.arange(1, min(want, 64) + 1), np.geomspace(1, MAX_BATCH, 96).round()]))
     if row.concurrency is not None:
         batches = np.unique(np.append(batches[batches <= want], want))
+    prefill = row.prompt_tokens is not None and not decode_only
     s = serve(
         row.model,
         info,
@@ -257,8 +294,8 @@ def _curve(row: ServingRow, host_us: tuple[float, float] | None = None, in_fligh
         weights=row.weights,
         kv=row.kv,
         batches=batches,
-        prompt_tokens=row.prompt_tokens,
-        output_tokens=row.output_tokens if row.prompt_tokens is not None else None,
+        prompt_tokens=row.prompt_tokens if prefill else None,
+        output_tokens=row.output_tokens if prefill else None,
     )
     points = s.curve(row.tensor_parallel, row.pipeline_parallel)
     if not points:
@@ -274,7 +311,37 @@ def _curve(row: ServingRow, host_us: tuple[float, float] | None = None, in_fligh
 
 def evaluate_serving_row(row: ServingRow) -> ServingResult:
     """The model's TPOT, TTFT and throughput at the row's load (module docstring)."""
+    if row.arrival == "burst":
+        return _burst(row)
     return _at_load(row, *_curve(row))
+
+
+def _burst(row: ServingRow) -> ServingResult:
+    """A burst row (`arrival = "burst"`): its `concurrency` requests served once
+    (`costmodel.serving.burst`), with decode steps that prefill nothing, the prompts
+    prefilled as they are admitted, at most the largest batch the memory holds (and
+    the engine runs) at once, and output lengths as the row says."""
+    from .serving import burst, output_length_pmf, prompt_seconds
+
+    assert row.concurrency is not None
+    b, step, _ = _curve(row, decode_only=True)
+    most = float(min(row.concurrency, b[-1]))
+    admitted = np.unique(np.append(np.geomspace(1, most, 12).round(), most))
+    pre = prompt_seconds(
+        row.model,
+        _row_chip(row),
+        prompt_tokens=row.prompt_tokens or 1.0,
+        batches=admitted,
+        tensor_parallel=row.tensor_parallel,
+        pipeline_parallel=row.pipeline_parallel,
+        weights=row.weights,
+        kv=row.kv,
+    )
+    pmf = output_length_pmf(row.output_tokens, row.output_lengths)
+    r = burst(row.concurrency, pmf, float(b[-1]), (b, step), (admitted, pre))
+    return ServingResult(
+        row, r.batch, bool(row.concurrency > b[-1]), r.tpot * 1e3, r.ttft * 1e3, r.output_tokens_per_second
+    )
 
 
 def _at_load(row: ServingRow, b, tpot, ttft) -> ServingResult:
