@@ -413,14 +413,15 @@ def burst(
     Each engine step admits waiting requests into free slots (at most `capacity`
     sequences at once), prefills their prompts (their first token), and decodes one
     token of every sequence admitted before; a sequence leaves when it has emitted its
-    length, drawn from `pmf` (`output_length_pmf`). A step takes the prefill time of
-    the prompts it admits plus the decode time of its batch. Once few requests are
-    left, the batch is a whole number: with `A` expected alive, a step decodes with
-    probability `1 - exp(-A)` (Poisson), a batch of `A / (1 - exp(-A))`, so the
-    burst lasts until its longest request ends (the drain that makes a burst of
-    varied lengths slower than a steady state). The prompts a step admits are
-    prefilled before its decode (vLLM's default scheduler puts prefills first), so a
-    request's first token comes, on average, halfway through its step's prefill.
+    length, drawn from `pmf` (`output_length_pmf`) independently of the others. A step
+    takes the prefill time of the prompts it admits plus the decode time of its batch.
+    A step decodes when at least one sequence is left, with probability `1 - prod
+    P(finished)` over the admitted requests, and then a batch of the expected number
+    left over that probability: the burst lasts until its longest request ends (the
+    drain that makes a burst of varied lengths slower than a steady state). The prompts
+    a step admits are prefilled one after another before its decode (vLLM's default
+    scheduler puts prefills first), so the j-th of `a` has its first token `j / a` of
+    the way through the step's prefill, and waits out the rest before its second.
 
     Args:
         requests: N, sent at once.
@@ -466,6 +467,7 @@ def burst(
         raise InputError(f"a burst of {requests:g} requests did not drain: capacity {capacity!r}")
     end = np.asarray(ends)
     last = step(1.0)
+    first = lambda a: (1.0 + 1.0 / max(a, 1.0)) / 2.0  # mean (j / a) over the a prompts of a step
     k = np.arange(2, len(pmf) + 1)  # lengths of at least two tokens
     weight = total = 0.0
     for c, a in enumerate(admitted):
@@ -473,11 +475,11 @@ def burst(
             continue
         idx = c + k - 1  # the step of each length's last token
         done = np.where(idx < len(end), end[np.minimum(idx, len(end) - 1)], end[-1] + (idx - len(end) + 1) * last)
-        per = (done - starts[c] - prefills[c] / 2) / (k - 1)
+        per = (done - starts[c] - first(a) * prefills[c]) / (k - 1)
         total += a * float(np.sum(pmf[1:] * per))
         weight += a * float(np.sum(pmf[1:]))
     tpot = total / weight if weight > 0 else step(1.0)
-    ttft = sum(a * (s + p / 2) for a, s, p in zip(admitted, starts, prefills)) / requests
+    ttft = sum(a * (s + first(a) * p) for a, s, p in zip(admitted, starts, prefills)) / requests
     mean = float(np.sum(np.arange(1, len(pmf) + 1) * pmf))
     return Burst(now, requests * mean / now, tpot, ttft, float(min(requests, capacity)))
 

@@ -22,6 +22,17 @@ to the chip) at mean context `prompt + output / 2`, on the row's split:
   throughput is `r x output` while the instance keeps up, and the largest batch's
   rate when it does not (overloaded).
 
+- **a burst** (`arrival = "burst"`: all `concurrency` requests sent at once, each served
+  once, as `benchmark_throughput`, a static batch or a request rate of "inf" send
+  them): `costmodel.serving.burst` serves them step by step, decode steps that prefill
+  nothing, each prompt prefilled when its request is admitted, at most the largest
+  batch the memory holds (and the engine runs) at once, until the longest request
+  ends; the row's `output_lengths` say whether every request emits `output_tokens`
+  ("fixed") or lengths vary around that mean ("varied": geometric,
+  `costmodel.serving.output_length_pmf`). The throughput is all output tokens over
+  that time; the TPOT is the mean over requests of each one's time per output token
+  after its first, as serving benchmarks average it.
+
 Scored (`status = "test"`): TPOT and throughput, each a relative error; TTFT is shown
 but not scored: under load it is queueing, which the model does not contain (a
 steady-state step time is not a waiting time). Rows marked `fit` are those a serving
@@ -272,9 +283,11 @@ def _curve(
     in_flight_kb: float | None = None,
     *,
     decode_only: bool = False,
+    context: float | None = None,
 ):
     """(batches, TPOT s, TTFT s) of the feasible whole batches on the row's split, with
-    the row's chip (`_row_chip`); `decode_only`: steps that prefill nothing (TTFT 0)."""
+    the row's chip (`_row_chip`), at mean context `prompt + output / 2` unless `context`
+    is given; `decode_only`: steps that prefill nothing (TTFT 0)."""
     from .io import economics_preset
     from .serving import serve
 
@@ -290,7 +303,7 @@ def _curve(
         info,
         economics_preset(),  # prices: not compared here
         chips=row.chips,
-        context=prompt + row.output_tokens / 2,
+        context=prompt + row.output_tokens / 2 if context is None else context,
         weights=row.weights,
         kv=row.kv,
         batches=batches,
@@ -320,12 +333,19 @@ def _burst(row: ServingRow) -> ServingResult:
     """A burst row (`arrival = "burst"`): its `concurrency` requests served once
     (`costmodel.serving.burst`), with decode steps that prefill nothing, the prompts
     prefilled as they are admitted, at most the largest batch the memory holds (and
-    the engine runs) at once, and output lengths as the row says."""
+    the engine runs) at once, and output lengths as the row says. Requests of one fixed
+    length grow together: the batch the memory holds is the one at their last token's
+    context (a scheduler that reserves each request's whole length, or one that preempts
+    when the cache fills, runs no more); lengths that vary hold the mean context."""
     from .serving import burst, output_length_pmf, prompt_seconds
 
     assert row.concurrency is not None
     b, step, _ = _curve(row, decode_only=True)
-    most = float(min(row.concurrency, b[-1]))
+    slots = float(b[-1])
+    if row.output_lengths == "fixed":
+        last, _, _ = _curve(row, decode_only=True, context=(row.prompt_tokens or 0.0) + row.output_tokens)
+        slots = float(last[-1])
+    most = float(min(row.concurrency, slots))
     admitted = np.unique(np.append(np.geomspace(1, most, 12).round(), most))
     pre = prompt_seconds(
         row.model,
@@ -338,9 +358,9 @@ def _burst(row: ServingRow) -> ServingResult:
         kv=row.kv,
     )
     pmf = output_length_pmf(row.output_tokens, row.output_lengths)
-    r = burst(row.concurrency, pmf, float(b[-1]), (b, step), (admitted, pre))
+    r = burst(row.concurrency, pmf, slots, (b, step), (admitted, pre))
     return ServingResult(
-        row, r.batch, bool(row.concurrency > b[-1]), r.tpot * 1e3, r.ttft * 1e3, r.output_tokens_per_second
+        row, r.batch, bool(row.concurrency > slots), r.tpot * 1e3, r.ttft * 1e3, r.output_tokens_per_second
     )
 
 
@@ -405,6 +425,13 @@ def _squared_log_error(res: ServingResult) -> float:
     return total
 
 
+def _closed_loop(rows: list[ServingRow]) -> None:
+    """Raises InputError if a row to fit on was a burst (the fits serve steady loads)."""
+    for r in rows:
+        if r.arrival != "closed":
+            raise InputError(f"row {r.id}: arrival = {r.arrival!r}: a profile is fitted on closed-loop rows")
+
+
 def fit_host(rows: list[ServingRow]) -> tuple[float, float]:
     """Fits a framework's unhidden host time (`HOST_FIELDS`, µs) to serving rows.
 
@@ -418,6 +445,7 @@ def fit_host(rows: list[ServingRow]) -> tuple[float, float]:
     """
     from scipy.optimize import minimize
 
+    _closed_loop(rows)
     curves = [(r, _curve(r, (0.0, 0.0))) for r in rows]
 
     def loss(x):
@@ -445,6 +473,8 @@ def fit_in_flight(rows: list[ServingRow]) -> float:
         bytes_in_flight_KB.
     """
     from scipy.optimize import minimize_scalar
+
+    _closed_loop(rows)
 
     def loss(log_kb):
         return sum(_squared_log_error(_at_load(r, *_curve(r, in_flight_kb=math.exp(log_kb)))) for r in rows)
@@ -498,7 +528,11 @@ def serving_record(r: ServingResult) -> dict[str, Any]:
         "system": f"{row.chips} x {row.chip} (TP {row.tensor_parallel} x PP {row.pipeline_parallel})",
         "framework": row.framework,
         "model": row.model,
-        "load": (f"concurrency {row.concurrency:g}" if row.concurrency is not None else f"{row.request_rate:g} req/s")
+        "load": (
+            (f"burst of {row.concurrency:g}" if row.arrival == "burst" else f"concurrency {row.concurrency:g}")
+            if row.concurrency is not None
+            else f"{row.request_rate:g} req/s"
+        )
         if (row.concurrency is not None or row.request_rate is not None)
         else "unknown",
         "prompt_tokens": row.prompt_tokens,

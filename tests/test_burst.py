@@ -1,0 +1,161 @@
+"""Bursts: N requests sent at once, each served once (`costmodel.serving.burst`), and
+the serving rows that were measured that way (`arrival = "burst"`)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import costmodel.validate_serving as vs
+from costmodel.io import InputError
+from costmodel.serving import burst, output_length_pmf
+
+
+# A decode step of 10 ms + 0.1 ms per sequence; a prefill of 20 ms + 5 ms per prompt.
+BATCHES = np.arange(1.0, 513.0)
+DECODE = (BATCHES, 0.010 + 1e-4 * BATCHES)
+PREFILL = (BATCHES, 0.020 + 0.005 * BATCHES)
+d = lambda b: 0.010 + 1e-4 * b
+p = lambda a: 0.020 + 0.005 * a
+
+
+def test_output_length_pmfs_keep_the_mean():
+    for mean in (1.0, 7.0, 57.0, 60.5, 204.2):
+        for kind in ("fixed", "varied"):
+            pmf = output_length_pmf(mean, kind)
+            assert pmf.sum() == pytest.approx(1.0, abs=1e-12) and (pmf >= 0).all()
+            assert np.sum(np.arange(1, len(pmf) + 1) * pmf) == pytest.approx(mean, rel=1e-6)
+    assert (output_length_pmf(60.5, "fixed") > 0).sum() == 2
+    with pytest.raises(InputError, match="output_lengths = 'uniform'"):
+        output_length_pmf(10.0, "uniform")
+    with pytest.raises(InputError, match="output_tokens = 0.5"):
+        output_length_pmf(0.5, "fixed")
+
+
+def test_one_request_of_fixed_length_is_a_prefill_then_its_decode_steps():
+    m = 57
+    r = burst(1, output_length_pmf(m, "fixed"), 64, DECODE, PREFILL)
+    assert r.seconds == pytest.approx(p(1) + (m - 1) * d(1), rel=1e-9)
+    assert r.ttft == pytest.approx(p(1), rel=1e-9)  # the first token ends the prefill
+    assert r.tpot == pytest.approx(d(1), rel=1e-9)
+    assert r.output_tokens_per_second == pytest.approx(m / r.seconds, rel=1e-9)
+
+
+def test_a_batch_that_fits_decodes_together_after_its_prompts():
+    n, m = 32, 100
+    r = burst(n, output_length_pmf(m, "fixed"), 64, DECODE, PREFILL)
+    assert r.seconds == pytest.approx(p(n) + (m - 1) * d(n), rel=1e-9)
+    # The j-th prompt's first token comes j / n of the way through the prefill ...
+    assert r.ttft == pytest.approx(p(n) * (n + 1) / (2 * n), rel=1e-9)
+    # ... and it waits out the rest of it before its second token.
+    assert r.tpot == pytest.approx(d(n) + p(n) * (1 - (n + 1) / (2 * n)) / (m - 1), rel=1e-9)
+    assert r.batch == n
+
+
+def test_more_requests_than_slots_go_in_waves():
+    cap, m = 16, 50
+    r = burst(3 * cap, output_length_pmf(m, "fixed"), cap, DECODE, PREFILL)
+    assert r.seconds == pytest.approx(3 * (p(cap) + (m - 1) * d(cap)), rel=1e-9)
+    assert r.batch == cap
+    # The second wave waits for the first: its first tokens a wave later.
+    wave = p(cap) + (m - 1) * d(cap)
+    assert r.ttft == pytest.approx(wave + p(cap) * (cap + 1) / (2 * cap), rel=1e-9)
+
+
+def test_varied_lengths_drain_until_the_longest_request_ends():
+    m = 200.0
+    one = burst(1, output_length_pmf(m, "varied"), 64, DECODE, PREFILL)
+    # One request: a prefill and (length - 1) decode steps, in expectation.
+    assert one.seconds == pytest.approx(p(1) + (m - 1) * d(1), rel=1e-6)
+    n = 320
+    many = burst(n, output_length_pmf(m, "varied"), 512, DECODE, PREFILL)
+    fixed = burst(n, output_length_pmf(m, "fixed"), 512, DECODE, PREFILL)
+    # The longest of n geometric lengths is about m x H_n (6.35 m for n = 320): the
+    # drain's steps at small batches take longer than a fixed-length batch.
+    harmonic = sum(1 / k for k in range(1, n + 1))
+    assert many.seconds > fixed.seconds
+    assert many.seconds > p(n) + 0.9 * m * harmonic * d(1)
+    assert many.output_tokens_per_second < fixed.output_tokens_per_second
+
+
+@pytest.mark.parametrize("kind", ["fixed", "varied"])
+def test_faster_steps_or_more_slots_never_slow_a_burst(kind):
+    pmf = output_length_pmf(80.0, kind)
+    base = burst(100, pmf, 32, DECODE, PREFILL)
+    faster = burst(100, pmf, 32, (BATCHES, 0.8 * DECODE[1]), PREFILL)
+    roomier = burst(100, pmf, 64, DECODE, PREFILL)
+    quicker_prompts = burst(100, pmf, 32, DECODE, (BATCHES, 0.5 * PREFILL[1]))
+    for r in (faster, roomier, quicker_prompts):
+        assert r.seconds <= base.seconds * (1 + 1e-12)
+
+
+def test_bad_burst_inputs():
+    with pytest.raises(InputError, match="requests = 0"):
+        burst(0, output_length_pmf(10, "fixed"), 4, DECODE, PREFILL)
+
+
+ROW = """
+[[rows]]
+id = "b"
+status = "test"
+chip = "h100-sxm"
+chips = 1
+tensor_parallel = 1
+pipeline_parallel = 1
+framework = "native"
+model = "llama-3-8b"
+weights = "bf16"
+kv = "bf16"
+prompt_tokens = 512
+output_tokens = 128
+concurrency = {n}
+arrival = "burst"
+output_lengths = "fixed"
+output_tokens_per_second = 500.0
+tag = "M"
+source = "a test"
+"""
+
+
+def test_a_burst_row_is_its_prefill_and_its_decode_steps(tmp_path):
+    path = tmp_path / "serving.toml"
+    path.write_text(ROW.format(n=1))
+    (row,) = vs.load_serving_rows(path)
+    (r,) = vs.evaluate_serving_rows([row])
+    b, step, _ = vs._curve(row, decode_only=True)
+    from costmodel.serving import prompt_seconds
+
+    pre = float(prompt_seconds(row.model, vs._row_chip(row), prompt_tokens=512.0, batches=np.array([1.0]))[0])
+    assert r.output_tokens_per_second == pytest.approx(128 / (pre + 127 * float(step[0])), rel=1e-6)
+    assert r.ttft_ms == pytest.approx(pre * 1e3, rel=1e-6) and not r.overloaded
+    # A prompt of 512 tokens takes longer than one decode step of one sequence.
+    assert pre > float(step[0]) and math.isfinite(r.tpot_ms)
+
+
+@pytest.mark.parametrize(
+    "edit,needles",
+    [
+        (('arrival = "burst"', 'arrival = "storm"'), ("field 'arrival' = 'storm'", "expected one of")),
+        (('output_lengths = "fixed"\n', ""), ("field 'arrival' = 'burst'", "output_lengths")),
+        (('output_lengths = "fixed"', 'output_lengths = "long"'), ("field 'output_lengths' = 'long'",)),
+        (("concurrency = 8\n", "request_rate = 2.0\n"), ("field 'arrival' = 'burst'", "concurrency")),
+    ],
+)
+def test_bad_burst_rows_are_one_line(tmp_path, edit, needles):
+    path = tmp_path / "serving.toml"
+    path.write_text(ROW.format(n=8).replace(*edit))
+    with pytest.raises(InputError) as e:
+        vs.load_serving_rows(path)
+    text = str(e.value)
+    assert "\n" not in text and str(path) in text
+    for n in needles:
+        assert n in text, text
+
+
+def test_fits_refuse_burst_rows(tmp_path):
+    path = tmp_path / "serving.toml"
+    path.write_text(ROW.format(n=8))
+    with pytest.raises(InputError, match="closed-loop"):
+        vs.fit_host(vs.load_serving_rows(path))
