@@ -5,7 +5,8 @@ table's summary, and those rows' records, as JSON.
     python benchmarks/serving_blind_third.py > benchmarks/serving_blind_third_results.json
 
 Run once, after the last change of 2026-12-05 that could move a serving figure; the JSON
-beside it is that run's output."""
+beside it is that run's output (at commit bcaf862). Bursts were modelled afterwards, so a
+run now gives other figures (BENCHMARKS.md, "Bursts")."""
 
 import json
 

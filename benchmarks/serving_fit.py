@@ -8,7 +8,7 @@ kernel concurrency (`bytes_in_flight_KB`, `costmodel.validate_serving.fit_in_fli
 profiles as they are and with their host time switched off, and the held-out medians
 of both. Writes `benchmarks/serving_fit_results.json`.
 
-    python benchmarks/serving_fit.py            # ~2 min on 2 cores
+    python benchmarks/serving_fit.py            # ~5 min on 2 cores
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def main() -> None:
             f"refit: {fitted[0]:.5g}, {fitted[1]:.5g}"
         )
     with_host = vs.evaluate_serving_rows(rows)
-    without = [vs._at_load(r, *vs._curve(r, (0.0, 0.0))) for r in rows]
+    without = [vs.evaluate_serving_row(r, host_us=(0.0, 0.0)) for r in rows]
     summaries = {"with host time": vs.summary(with_host), "host time off": vs.summary(without)}
     print(f"\n{'held-out figure':<28}" + "".join(f"{k:>18}" for k in summaries))
     for subset, pick in (("all test rows", lambda s: s), ("blind rows", lambda s: s["blind"])):

@@ -322,14 +322,16 @@ def _curve(
     return b, tpot, ttft
 
 
-def evaluate_serving_row(row: ServingRow) -> ServingResult:
-    """The model's TPOT, TTFT and throughput at the row's load (module docstring)."""
+def evaluate_serving_row(row: ServingRow, host_us: tuple[float, float] | None = None) -> ServingResult:
+    """The model's TPOT, TTFT and throughput at the row's load (module docstring), with
+    the framework's host time replaced by `host_us` (µs per step and per sequence) when
+    given."""
     if row.arrival == "burst":
-        return _burst(row)
-    return _at_load(row, *_curve(row))
+        return _burst(row, host_us)
+    return _at_load(row, *_curve(row, host_us))
 
 
-def _burst(row: ServingRow) -> ServingResult:
+def _burst(row: ServingRow, host_us: tuple[float, float] | None = None) -> ServingResult:
     """A burst row (`arrival = "burst"`): its `concurrency` requests served once
     (`costmodel.serving.burst`), with decode steps that prefill nothing, the prompts
     prefilled as they are admitted, at most the largest batch the memory holds (and
@@ -340,16 +342,16 @@ def _burst(row: ServingRow) -> ServingResult:
     from .serving import burst, output_length_pmf, prompt_seconds
 
     assert row.concurrency is not None
-    b, step, _ = _curve(row, decode_only=True)
+    b, step, _ = _curve(row, host_us, decode_only=True)
     slots = float(b[-1])
     if row.output_lengths == "fixed":
-        last, _, _ = _curve(row, decode_only=True, context=(row.prompt_tokens or 0.0) + row.output_tokens)
+        last, _, _ = _curve(row, host_us, decode_only=True, context=(row.prompt_tokens or 0.0) + row.output_tokens)
         slots = float(last[-1])
     most = float(min(row.concurrency, slots))
     admitted = np.unique(np.append(np.geomspace(1, most, 12).round(), most))
     pre = prompt_seconds(
         row.model,
-        _row_chip(row),
+        _row_chip(row, host_us),
         prompt_tokens=row.prompt_tokens or 1.0,
         batches=admitted,
         tensor_parallel=row.tensor_parallel,

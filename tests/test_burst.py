@@ -159,3 +159,14 @@ def test_fits_refuse_burst_rows(tmp_path):
     path.write_text(ROW.format(n=8))
     with pytest.raises(InputError, match="closed-loop"):
         vs.fit_host(vs.load_serving_rows(path))
+
+
+def test_a_burst_row_takes_the_engines_host_time_or_none(tmp_path):
+    path = tmp_path / "serving.toml"
+    path.write_text(ROW.format(n=16).replace('framework = "native"', 'framework = "vllm-0.6"'))
+    (row,) = vs.load_serving_rows(path)
+    with_host = vs.evaluate_serving_row(row)
+    without = vs.evaluate_serving_row(row, host_us=(0.0, 0.0))
+    # The engine's host loop adds to every step: slower with it, by at least its time per step.
+    assert with_host.output_tokens_per_second < without.output_tokens_per_second
+    assert with_host.tpot_ms - without.tpot_ms > 2.5  # vllm-0.6: 2.5 ms per step + 167 µs per sequence
