@@ -349,9 +349,16 @@ def _burst(row: ServingRow, host_us: tuple[float, float] | None = None) -> Servi
         slots = float(last[-1])
     most = float(min(row.concurrency, slots))
     admitted = np.unique(np.append(np.geomspace(1, most, 12).round(), most))
+    # A profile's compute efficiency is fitted on, and prices, decode steps; a batch of
+    # prompts runs its GEMMs over many rows at the chip's own rate (as `costmodel
+    # validate` prices a static batch's prefill).
+    from .io import chip_info
+
+    info = _row_chip(row, host_us)
+    own = chip_info(row.chip).chip.compute_efficiency
     pre = prompt_seconds(
         row.model,
-        _row_chip(row, host_us),
+        dataclasses.replace(info, chip=info.chip.replace(compute_efficiency=own)),
         prompt_tokens=row.prompt_tokens or 1.0,
         batches=admitted,
         tensor_parallel=row.tensor_parallel,

@@ -170,3 +170,22 @@ def test_a_burst_row_takes_the_engines_host_time_or_none(tmp_path):
     # The engine's host loop adds to every step: slower with it, by at least its time per step.
     assert with_host.output_tokens_per_second < without.output_tokens_per_second
     assert with_host.tpot_ms - without.tpot_ms > 2.5  # vllm-0.6: 2.5 ms per step + 167 µs per sequence
+
+
+def test_a_bursts_prompts_run_at_the_chips_own_compute_rate(tmp_path):
+    """A profile's compute efficiency is fitted on decode steps; a batch of prompts runs
+    at the chip's own rate, as `costmodel validate` prices a static batch's prefill
+    (`trt-llm-0.7` changes nothing else of the chip)."""
+    from costmodel.io import chip_info
+    from costmodel.serving import prompt_seconds
+
+    path = tmp_path / "serving.toml"
+    path.write_text(ROW.format(n=1).replace('framework = "native"', 'framework = "trt-llm-0.7"'))
+    (row,) = vs.load_serving_rows(path)
+    (r,) = vs.evaluate_serving_rows([row])
+    b, step, _ = vs._curve(row, decode_only=True)
+    own = float(prompt_seconds(row.model, chip_info(row.chip), prompt_tokens=512.0, batches=np.array([1.0]))[0])
+    profiled = float(prompt_seconds(row.model, vs._row_chip(row), prompt_tokens=512.0, batches=np.array([1.0]))[0])
+    assert profiled > own  # the profile's decode-fitted efficiency would slow the prompt
+    assert r.ttft_ms == pytest.approx(own * 1e3, rel=1e-6)
+    assert r.output_tokens_per_second == pytest.approx(128 / (own + 127 * float(step[0])), rel=1e-6)
