@@ -43,6 +43,13 @@ from .io import ChipInfo, InputError, chip_info, load_model, make_scenario
 MAX_BATCH = 16384
 """Largest batch the grid goes to (sequences per system)."""
 
+MAX_OUTPUT_TOKENS = 131072
+"""Largest mean output length a burst is served with (`output_length_pmf`: its varied
+lengths run to about 21 times the mean)."""
+
+MAX_BURST = 100_000
+"""Most requests a burst is served with (`burst` steps through every wave)."""
+
 BATCH_POINTS = 48
 """Batches per split in the grid: whole numbers, log-spaced from 1 to `MAX_BATCH`."""
 
@@ -360,8 +367,10 @@ def output_length_pmf(mean: float, lengths: str) -> np.ndarray:
     Raises:
         InputError: a mean below 1 or an unknown kind.
     """
-    if not mean >= 1:
-        raise InputError(f"output_tokens = {mean!r}: expected a mean of at least 1 token")
+    if not 1 <= mean <= MAX_OUTPUT_TOKENS:
+        raise InputError(
+            f"output_tokens = {mean!r}: expected a mean of at least 1 token and at most {MAX_OUTPUT_TOKENS}"
+        )
     if lengths == "fixed":
         lo = math.floor(mean)
         pmf = np.zeros(lo + 1)
@@ -418,7 +427,10 @@ def burst(
     A step decodes when at least one sequence is left, with probability `1 - prod
     P(finished)` over the admitted requests, and then a batch of the expected number
     left over that probability: the burst lasts until its longest request ends (the
-    drain that makes a burst of varied lengths slower than a steady state). The prompts
+    drain that makes a burst of varied lengths slower than a steady state). A request's
+    time per token is read off its own clock: every step of its life after its admission
+    decodes a batch of itself and the others expected alive (`(N - 1) / N` of the
+    expected number). The prompts
     a step admits are prefilled one after another before its decode (vLLM's default
     scheduler puts prefills first), so the j-th of `a` has its first token `j / a` of
     the way through the step's prefill, and waits out the rest before its second.
@@ -431,8 +443,10 @@ def burst(
         prefill: (batches, s): the time to prefill that many prompts together (linear
             between, 0 at 0).
     """
-    if not requests >= 1 or not capacity >= 1:
-        raise InputError(f"requests = {requests!r}, capacity = {capacity!r}: expected both >= 1")
+    if not 1 <= requests <= MAX_BURST or not capacity >= 1:
+        raise InputError(
+            f"requests = {requests!r}, capacity = {capacity!r}: expected 1 <= requests <= {MAX_BURST} and capacity >= 1"
+        )
     pmf = np.asarray(pmf, dtype=float)
     # beyond[i]: P(length > i + 1), the chance a request that has emitted i + 1 tokens decodes on
     beyond = np.append(np.cumsum(pmf[::-1])[::-1][1:], 0.0)
@@ -444,7 +458,7 @@ def burst(
     prompts = lambda a: float(np.interp(a, np.concatenate([[0.0], pb]), np.concatenate([[0.0], ps])))
     cohort = np.zeros(len(pmf))  # requests admitted i + 1 steps ago (index i): emitted i + 1 tokens
     queue, now = float(requests), 0.0
-    starts, admitted, prefills, ends = [], [], [], []
+    starts, admitted, prefills, ends, alongside = [], [], [], [], []
     for _ in range(int(10 * (requests / capacity + 1) * (len(pmf) + 10))):
         mask = cohort > 0
         old = float(np.sum(cohort * beyond))  # expected sequences decoding this step
@@ -459,13 +473,15 @@ def burst(
         prefills.append(pre)
         now += pre + dec
         ends.append(now)
+        # a step as a sequence still decoding sees it: itself and the others expected alive
+        alongside.append(pre + step(1.0 + old * (1.0 - 1.0 / requests)))
         cohort[1:] = cohort[:-1]
         cohort[0] = a
         if queue <= 0 and float(np.sum(cohort * beyond)) < 1e-9:
             break
     else:
         raise InputError(f"a burst of {requests:g} requests did not drain: capacity {capacity!r}")
-    end = np.asarray(ends)
+    own = np.cumsum(alongside)  # a decoding sequence's clock, for its time per token
     last = step(1.0)
     first = lambda a: (1.0 + 1.0 / max(a, 1.0)) / 2.0  # mean (j / a) over the a prompts of a step
     k = np.arange(2, len(pmf) + 1)  # lengths of at least two tokens
@@ -474,8 +490,9 @@ def burst(
         if a <= 0:
             continue
         idx = c + k - 1  # the step of each length's last token
-        done = np.where(idx < len(end), end[np.minimum(idx, len(end) - 1)], end[-1] + (idx - len(end) + 1) * last)
-        per = (done - starts[c] - first(a) * prefills[c]) / (k - 1)
+        done = np.where(idx < len(own), own[np.minimum(idx, len(own) - 1)], own[-1] + (idx - len(own) + 1) * last)
+        # its admission step as it is (it does not decode in it), then its own clock
+        per = (ends[c] - starts[c] - first(a) * prefills[c] + done - own[c]) / (k - 1)
         total += a * float(np.sum(pmf[1:] * per))
         weight += a * float(np.sum(pmf[1:]))
     tpot = total / weight if weight > 0 else step(1.0)

@@ -192,10 +192,21 @@ def load_serving_rows(path: Path | str | None = None) -> list[ServingRow]:
                 raise InputError(
                     f"{where}: missing field 'tpot_ms' or 'output_tokens_per_second': a scored row needs a figure"
                 )
-        if t.get("arrival") == "burst" and ("concurrency" not in t or "output_lengths" not in t):
+        if t.get("arrival") == "burst":
+            from .serving import MAX_BURST, MAX_OUTPUT_TOKENS
+
+            if "concurrency" not in t or "output_lengths" not in t:
+                raise InputError(
+                    f"{where}: field 'arrival' = 'burst': expected 'concurrency' (the requests sent at once) and "
+                    f"'output_lengths' (one of {list(OUTPUT_LENGTHS)})"
+                )
+            for key, hi in (("concurrency", MAX_BURST), ("output_tokens", MAX_OUTPUT_TOKENS)):
+                if not 1 <= t[key] <= hi:
+                    raise InputError(f"{where}: field {key!r} = {t[key]:g}: expected 1 to {hi} for a burst")
+        elif "output_lengths" in t:
             raise InputError(
-                f"{where}: field 'arrival' = 'burst': expected 'concurrency' (the requests sent at once) and "
-                f"'output_lengths' (one of {list(OUTPUT_LENGTHS)})"
+                f"{where}: field 'output_lengths' = {t['output_lengths']!r}: expected only on a row with "
+                "arrival = 'burst' (a steady load is served at its mean length)"
             )
         count = lambda key: int(t[key])
         out.append(
@@ -367,7 +378,10 @@ def _burst(row: ServingRow, host_us: tuple[float, float] | None = None) -> Servi
         kv=row.kv,
     )
     pmf = output_length_pmf(row.output_tokens, row.output_lengths)
-    r = burst(row.concurrency, pmf, slots, (b, step), (admitted, pre))
+    try:
+        r = burst(row.concurrency, pmf, slots, (b, step), (admitted, pre))
+    except InputError as e:
+        raise InputError(f"row {row.id}: {e}") from None
     return ServingResult(
         row, r.batch, bool(row.concurrency > slots), r.tpot * 1e3, r.ttft * 1e3, r.output_tokens_per_second
     )

@@ -67,8 +67,10 @@ def test_more_requests_than_slots_go_in_waves():
 def test_varied_lengths_drain_until_the_longest_request_ends():
     m = 200.0
     one = burst(1, output_length_pmf(m, "varied"), 64, DECODE, PREFILL)
-    # One request: a prefill and (length - 1) decode steps, in expectation.
+    # One request: a prefill and (length - 1) decode steps, in expectation, each a step
+    # of one sequence whatever its length.
     assert one.seconds == pytest.approx(p(1) + (m - 1) * d(1), rel=1e-6)
+    assert one.tpot == pytest.approx(d(1), rel=1e-9)
     n = 320
     many = burst(n, output_length_pmf(m, "varied"), 512, DECODE, PREFILL)
     fixed = burst(n, output_length_pmf(m, "fixed"), 512, DECODE, PREFILL)
@@ -91,9 +93,52 @@ def test_faster_steps_or_more_slots_never_slow_a_burst(kind):
         assert r.seconds <= base.seconds * (1 + 1e-12)
 
 
+def _simulate(n, pmf, cap, rng):
+    """One burst served request by request under `burst`'s rules (a Monte-Carlo check):
+    (seconds, mean TPOT over requests of two tokens or more, mean TTFT)."""
+    lengths = rng.choice(np.arange(1, len(pmf) + 1), size=n, p=pmf)
+    emitted, first, last = np.zeros(n, int), np.zeros(n), np.zeros(n)
+    waiting, running, now = list(range(n)), [], 0.0
+    while waiting or running:
+        new, waiting = waiting[: cap - len(running)], waiting[cap - len(running) :]
+        pre = p(len(new)) if new else 0.0
+        for j, r in enumerate(new, 1):
+            first[r], emitted[r] = now + j / len(new) * pre, 1
+        now += pre + (d(len(running)) if running else 0.0)
+        still = []
+        for r in running:
+            emitted[r] += 1
+            if emitted[r] < lengths[r]:
+                still.append(r)
+            else:
+                last[r] = now
+        still += [r for r in new if lengths[r] > 1]
+        running = still
+    two = lengths >= 2
+    return now, float(np.mean((last[two] - first[two]) / (lengths[two] - 1))), float(first.mean())
+
+
+@pytest.mark.parametrize(
+    "n,mean,kind,cap", [(16, 100.0, "varied", 64), (40, 30.0, "fixed", 16), (8, 60.0, "varied", 64)]
+)
+def test_the_fluid_model_matches_a_simulation_of_the_same_engine(n, mean, kind, cap):
+    pmf = output_length_pmf(mean, kind)
+    rng = np.random.default_rng(0)
+    runs = np.array([_simulate(n, pmf, cap, rng) for _ in range(300 if kind == "varied" else 1)])
+    seconds, tpot, ttft = runs.mean(axis=0)
+    r = burst(n, pmf, cap, DECODE, PREFILL)
+    assert r.seconds == pytest.approx(seconds, rel=0.04)
+    assert r.tpot == pytest.approx(tpot, rel=0.02)
+    assert r.ttft == pytest.approx(ttft, rel=1e-9)
+
+
 def test_bad_burst_inputs():
     with pytest.raises(InputError, match="requests = 0"):
         burst(0, output_length_pmf(10, "fixed"), 4, DECODE, PREFILL)
+    with pytest.raises(InputError, match="capacity = 0.5"):
+        burst(4, output_length_pmf(10, "fixed"), 0.5, DECODE, PREFILL)
+    with pytest.raises(InputError, match="output_tokens = inf"):
+        output_length_pmf(math.inf, "varied")
 
 
 ROW = """
@@ -130,8 +175,9 @@ def test_a_burst_row_is_its_prefill_and_its_decode_steps(tmp_path):
     pre = float(prompt_seconds(row.model, vs._row_chip(row), prompt_tokens=512.0, batches=np.array([1.0]))[0])
     assert r.output_tokens_per_second == pytest.approx(128 / (pre + 127 * float(step[0])), rel=1e-6)
     assert r.ttft_ms == pytest.approx(pre * 1e3, rel=1e-6) and not r.overloaded
+    assert r.tpot_ms == pytest.approx(float(step[0]) * 1e3, rel=1e-6)  # one sequence's steps
     # A prompt of 512 tokens takes longer than one decode step of one sequence.
-    assert pre > float(step[0]) and math.isfinite(r.tpot_ms)
+    assert pre > float(step[0])
 
 
 @pytest.mark.parametrize(
@@ -141,6 +187,10 @@ def test_a_burst_row_is_its_prefill_and_its_decode_steps(tmp_path):
         (('output_lengths = "fixed"\n', ""), ("field 'arrival' = 'burst'", "output_lengths")),
         (('output_lengths = "fixed"', 'output_lengths = "long"'), ("field 'output_lengths' = 'long'",)),
         (("concurrency = 8\n", "request_rate = 2.0\n"), ("field 'arrival' = 'burst'", "concurrency")),
+        (("concurrency = 8\n", "concurrency = 0.5\n"), ("field 'concurrency' = 0.5", "for a burst")),
+        (("concurrency = 8\n", "concurrency = 1e9\n"), ("field 'concurrency' = 1e+09", "for a burst")),
+        (("output_tokens = 128", "output_tokens = 0.5"), ("field 'output_tokens' = 0.5", "for a burst")),
+        (('arrival = "burst"\n', ""), ("field 'output_lengths' = 'fixed'", "arrival = 'burst'")),
     ],
 )
 def test_bad_burst_rows_are_one_line(tmp_path, edit, needles):
@@ -157,8 +207,10 @@ def test_bad_burst_rows_are_one_line(tmp_path, edit, needles):
 def test_fits_refuse_burst_rows(tmp_path):
     path = tmp_path / "serving.toml"
     path.write_text(ROW.format(n=8))
-    with pytest.raises(InputError, match="closed-loop"):
-        vs.fit_host(vs.load_serving_rows(path))
+    rows = vs.load_serving_rows(path)
+    for fit in (vs.fit_host, vs.fit_in_flight):
+        with pytest.raises(InputError, match="closed-loop"):
+            fit(rows)
 
 
 def test_a_burst_row_takes_the_engines_host_time_or_none(tmp_path):
