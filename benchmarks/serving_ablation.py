@@ -1,7 +1,7 @@
 """What serving bursts as bursts buys: the held-out serving figures of
 `costmodel validate --serving` with each part of the burst model switched off in turn.
 
-    python benchmarks/serving_ablation.py > benchmarks/serving_ablation.txt   (~4 min)
+    python benchmarks/serving_ablation.py > benchmarks/serving_ablation.txt   (~8 min on 2 cores)
 
 Variants (the rows as they are, every other term unchanged):
 - "model": as `costmodel validate --serving` scores them;

@@ -5,7 +5,8 @@ table's summary, and those rows' records, as JSON.
     python benchmarks/serving_blind_fourth.py > benchmarks/serving_blind_fourth_results.json
 
 Run once, after the last change of 2026-12-05 that could move a serving figure; the JSON
-beside it is that run's output."""
+beside it is that run's output (at commit a5af89b). Two fixes followed the score, so a run
+now gives other figures (BENCHMARKS.md, "Bursts")."""
 
 import json
 
