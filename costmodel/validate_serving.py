@@ -350,6 +350,7 @@ def _burst(row: ServingRow, host_us: tuple[float, float] | None = None) -> Servi
     length grow together: the batch the memory holds is the one at their last token's
     context (a scheduler that reserves each request's whole length, or one that preempts
     when the cache fills, runs no more); lengths that vary hold the mean context."""
+    from .io import chip_info
     from .serving import burst, output_length_pmf, prompt_seconds
 
     assert row.concurrency is not None
@@ -363,8 +364,6 @@ def _burst(row: ServingRow, host_us: tuple[float, float] | None = None) -> Servi
     # A profile's compute efficiency is fitted on, and prices, decode steps; a batch of
     # prompts runs its GEMMs over many rows at the chip's own rate (as `costmodel
     # validate` prices a static batch's prefill).
-    from .io import chip_info
-
     info = _row_chip(row, host_us)
     own = chip_info(row.chip).chip.compute_efficiency
     pre = prompt_seconds(
