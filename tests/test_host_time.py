@@ -106,6 +106,28 @@ def test_serving_profiles_carry_their_fitted_host_time():
     assert {r.id for r in rows.values() if r.status == "fit"} <= fitted
 
 
+@pytest.mark.parametrize(
+    ("name", "chip", "family"),
+    [
+        ("tgi", "h100-sxm", "vllm"),
+        ("tgi", "mi300x", "vllm-0.6-rocm"),
+        ("vllm-0.5", "a100-80gb-sxm", "vllm"),
+        ("lmdeploy-0.1", "a100-80gb-sxm", "lmdeploy-0.2"),
+    ],
+)
+def test_engines_without_rows_carry_their_familys_values_and_are_never_faster_than_the_bare_chip(name, chip, family):
+    """A profile that fits nothing takes its kernel concurrency from its engine family
+    (on the chip's backend), and its host time where it gives one; like every profiled
+    engine it is no faster than the bare chip (the ideal engine)."""
+    frameworks = load_frameworks()
+    assert not frameworks[name].fit and not frameworks[name].fitted_on
+    own = apply_framework(chip_info(chip), name).chip
+    assert float(own.bytes_in_flight) == pytest.approx(frameworks[family].value("bytes_in_flight_KB") * 1e3)
+    bare = chip_info(chip).chip
+    for batch in (1, 64):
+        assert float(_cost(own, batch=batch).seconds_per_step) >= float(_cost(bare, batch=batch).seconds_per_step)
+
+
 def test_the_fit_shortcut_is_the_full_evaluation():
     """`with_host` (host time added to a curve computed without it) equals serving
     the row with the host time in the chip, TPOT, TTFT and batch."""

@@ -20,7 +20,9 @@ def add_commands(sub) -> None:
     p.add_argument("--chips", type=positive_int, default=None, help="system size (default: fewest chips that fit)")
     p.add_argument("--placement", default=None, choices=POLICIES, help="placement policy (default: the chip's own)")
     p.add_argument(
-        "--framework", default=None, help="serving-framework profile: llama.cpp, gpt-fast, trt-llm, vllm, native"
+        "--framework",
+        default=None,
+        help="serving-framework profile of data/frameworks.toml (e.g. vllm-0.6, sglang, trt-llm-0.7, tgi, llama.cpp)",
     )
     add_scenario_args(p)
     p.add_argument(
