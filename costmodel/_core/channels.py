@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from .chip import DRAM, PIM, SRAM, Chip, Tiers
 from .numerics import p_norm, safe_div, seconds
-from .traffic import CLASS_IS_KV, Traffic, step_groups
+from .traffic import CLASS_IS_KV, N_WEIGHT_CLASSES, Traffic, step_groups
 from .types import PerClass, PerTier, RealScalarLike, Scalar
 from .workload import F32, Workload
 
@@ -99,7 +99,7 @@ def class_flop_rates(workload: Workload, traffic: Traffic, chip: Chip) -> PerCla
     the rows sharing each operand element read (2 FLOPs per row per element)."""
     s = workload.scenario
     is_kv = jnp.asarray(CLASS_IS_KV)
-    element_bytes = jnp.where(is_kv, s.kv_bytes, s.weight_bytes)
+    element_bytes = jnp.concatenate([s.class_weight_bytes, jnp.broadcast_to(s.kv_bytes, (len(CLASS_IS_KV) - N_WEIGHT_CLASSES,))])
     rows = traffic.intensity * element_bytes / 2.0
     return flop_rate(chip, traffic.precision.astype(jnp.int32), is_kv, rows)
 

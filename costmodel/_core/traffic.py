@@ -392,7 +392,8 @@ def lower_traffic(workload: Workload, buckets: bool = True) -> Traffic:
         [attn_params / tile, ffn_params / tile, expert_params / tile, head_stored / tile], kv_count, idle_count
     )
     kv_block = page * kv_el * kb
-    block_bytes = rows([tile * wb] * N_WEIGHT_CLASSES, kv_block * jnp.ones_like(kv_count), kv_block)
+    cwb = s.class_weight_bytes  # per weight class: a recipe may keep some wider
+    block_bytes = rows(list(tile * cwb), kv_block * jnp.ones_like(kv_count), kv_block)
     reads = rows([one, one, coverage, head_read / head_stored], kv_reads, zero)
     writes = rows([zero] * N_WEIGHT_CLASSES, kv_writes, zero)
     flops = rows(
@@ -405,19 +406,19 @@ def lower_traffic(workload: Workload, buckets: bool = True) -> Traffic:
         kv_flops,
         zero,
     )
-    wp = s.weight_precision.astype(wb.dtype)
+    wp = s.class_weight_precision.astype(wb.dtype)
     kp = s.kv_precision.astype(wb.dtype)
-    precision = jnp.stack([wp] * N_WEIGHT_CLASSES + [kp] * (len(CLASSES) - N_WEIGHT_CLASSES))
+    precision = jnp.concatenate([wp, jnp.stack([kp] * (len(CLASSES) - N_WEIGHT_CLASSES))])
 
     # One kernel's operand: a weight matrix, or a layer's K (or V) for the batch.
-    q_o = m.d_model * m.n_heads * m.head_dim * wb
-    k_v = m.d_model * m.n_kv_heads * m.head_dim * wb
+    q_o = m.d_model * m.n_heads * m.head_dim * cwb[0]
+    k_v = m.d_model * m.n_kv_heads * m.head_dim * cwb[0]
     # Geometric mean, weighted by bytes, of the attention projections' sizes (a
     # dense model always has both kinds, so the logs are of positive sizes).
     attention = jnp.exp((q_o * jnp.log(q_o) + k_v * jnp.log(k_v)) / (q_o + k_v))
     matrix = m.d_model * m.d_ff * wb
     kernel_bytes = jnp.stack(
-        [attention, matrix, matrix, m.vocab * m.d_model * wb, global_kernel, global_kernel, window_kernel, kv_block]
+        [attention, matrix, matrix, m.vocab * m.d_model * cwb[3], global_kernel, global_kernel, window_kernel, kv_block]
     )
     # A model without K/V heads (none in the presets) has nothing to re-read: 1.
     group = jnp.where(m.n_kv_heads > 0, m.n_heads / jnp.where(m.n_kv_heads > 0, m.n_kv_heads, 1.0), 1.0)

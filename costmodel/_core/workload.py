@@ -149,6 +149,12 @@ class Scenario(eqx.Module):
         weight_dequant_ops: ALU instructions per weight element the weight kernels spend
             unpacking it before the matmul uses it (the framework's kernel for the
             format: `costmodel.dequant_seconds`); 0: used as stored.
+        plain_weight_bytes: bytes per weight of the attention projections and the
+            embedding and output tables where a quantisation recipe leaves them wider
+            than the rest (Meta's FP8 Llama 3.1 405B: FFN weights in FP8, those in
+            BF16); 0: as `weight_bytes`.
+        plain_weight_precision: index into `PRECISIONS` of those weights' matmuls; -1:
+            as `weight_precision`.
         micro_batches: groups the batch is split into, decoded one after another
             through a pipeline-parallel system so that its stages work on different
             groups at once (>= 1; 1: the whole batch passes through the stages
@@ -166,6 +172,8 @@ class Scenario(eqx.Module):
     activation_bytes: Scalar
     micro_batches: Scalar
     weight_dequant_ops: Scalar
+    plain_weight_bytes: Scalar
+    plain_weight_precision: Scalar
 
     def __init__(
         self,
@@ -180,6 +188,8 @@ class Scenario(eqx.Module):
         activation_bytes: RealScalarLike = 2.0,
         micro_batches: RealScalarLike = 1.0,
         weight_dequant_ops: RealScalarLike = 0.0,
+        plain_weight_bytes: RealScalarLike = 0.0,
+        plain_weight_precision: IntScalarLike = -1,
     ):
         f = lambda x: jnp.asarray(x, dtype=float)
         self.batch = f(batch)
@@ -192,6 +202,23 @@ class Scenario(eqx.Module):
         self.activation_bytes = f(activation_bytes)
         self.micro_batches = f(micro_batches)
         self.weight_dequant_ops = f(weight_dequant_ops)
+        self.plain_weight_bytes = f(plain_weight_bytes)
+        self.plain_weight_precision = jnp.asarray(plain_weight_precision, dtype=jnp.int32)
+
+    @property
+    def class_weight_bytes(self) -> jnp.ndarray:
+        """`[N_WEIGHT_CLASSES]` bytes per weight of each weight class (attention, FFN,
+        experts, embedding/output head): `plain_weight_bytes` for the attention and the
+        tables where a recipe gives it, `weight_bytes` otherwise."""
+        plain = jnp.where(self.plain_weight_bytes > 0, self.plain_weight_bytes, self.weight_bytes)
+        return jnp.stack([plain, self.weight_bytes, self.weight_bytes, plain])
+
+    @property
+    def class_weight_precision(self) -> jnp.ndarray:
+        """`[N_WEIGHT_CLASSES]` compute precision of each weight class's matmuls, as
+        `class_weight_bytes` picks them."""
+        plain = jnp.where(self.plain_weight_precision >= 0, self.plain_weight_precision, self.weight_precision)
+        return jnp.stack([plain, self.weight_precision, self.weight_precision, plain])
 
 
 AGE_EDGES = tuple(256.0 * 2.0**i for i in range(14))

@@ -8,7 +8,7 @@ from pathlib import Path
 from .._core.workload import Scenario
 from .errors import InputError
 from .files import data_dir, load_toml
-from .formats import get_format
+from .formats import get_format, plain_fields
 from .schema import check_table
 
 
@@ -47,6 +47,13 @@ def make_scenario(
         )
     w = get_format(weights, f"{where}: weights")
     k = get_format(kv, f"{where}: kv")
+    if k.plain is not None:
+        raise InputError(f"{where}: kv {kv!r}: a weight recipe (its attention in {k.plain}), not a KV-cache format")
+    if w.plain is not None and dequant_ops > 0:
+        raise InputError(
+            f"{where}: weights {weights!r} with {dequant_ops!r} instructions per weight to unpack: a recipe of two "
+            "formats is used as stored (a framework's dequant_ops name one format)"
+        )
     return Scenario(
         batch=batch,
         context=context,
@@ -57,6 +64,7 @@ def make_scenario(
         kv_precision=k.precision,
         micro_batches=micro_batches,
         weight_dequant_ops=dequant_ops,
+        **plain_fields(w),
     )
 
 

@@ -30,6 +30,7 @@ from .._core.traffic import class_sum, lower_traffic
 from .._core.workload import AccessProfile, Model, Scenario, Workload
 from ..evaluation import ALL_TIERS, FAST_TIERS, MAX_TENSOR_PARALLEL, size_system, system_placement, tier_mask
 from ..io import InputError, chip_info, economics_preset, formats, load_model, tech_preset
+from ..io.formats import plain_fields
 from ..io.profiles import profile_info
 from ._arrow import pyarrow
 from .sampling import latin_hypercube
@@ -193,6 +194,12 @@ class Sweep:
         self._fmt_index = {n: i for i, n in enumerate(fmt_names)}
         self._fmt_bytes = np.array([table[n].bytes_per_element for n in fmt_names], np.float32)
         self._fmt_precision = np.array([table[n].precision for n in fmt_names], np.int32)
+        for n in self.choices["kv"]:
+            if n in table and table[n].plain is not None:
+                raise InputError(f"sweep: kv {n!r}: a weight recipe (its attention in {table[n].plain}), not a KV-cache format")
+        plain = [plain_fields(table[n]) for n in fmt_names]
+        self._fmt_plain_bytes = np.array([p["plain_weight_bytes"] for p in plain], np.float32)
+        self._fmt_plain_precision = np.array([p["plain_weight_precision"] for p in plain], np.int32)
         if spec.area_mode:
             techs: list[Technology] = [tech_preset(n) for n in self.choices["area.node"]]
             self._techs = techs[0] if len(techs) == 1 else _stack(techs)
@@ -305,6 +312,8 @@ class Sweep:
             kv_bytes=fb[ki],
             weight_precision=fp[wi],
             kv_precision=fp[ki],
+            plain_weight_bytes=jnp.asarray(self._fmt_plain_bytes)[wi],
+            plain_weight_precision=jnp.asarray(self._fmt_plain_precision)[wi],
         )
         profile: AccessProfile = pick(self._profiles, "profile")
         for name in [n for n in spec.names if n.startswith("profile.")]:
