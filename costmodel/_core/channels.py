@@ -99,7 +99,9 @@ def class_flop_rates(workload: Workload, traffic: Traffic, chip: Chip) -> PerCla
     the rows sharing each operand element read (2 FLOPs per row per element)."""
     s = workload.scenario
     is_kv = jnp.asarray(CLASS_IS_KV)
-    element_bytes = jnp.concatenate([s.class_weight_bytes, jnp.broadcast_to(s.kv_bytes, (len(CLASS_IS_KV) - N_WEIGHT_CLASSES,))])
+    element_bytes = jnp.concatenate(
+        [s.class_weight_bytes, jnp.broadcast_to(s.kv_bytes, (len(CLASS_IS_KV) - N_WEIGHT_CLASSES,))]
+    )
     rows = traffic.intensity * element_bytes / 2.0
     return flop_rate(chip, traffic.precision.astype(jnp.int32), is_kv, rows)
 

@@ -40,7 +40,9 @@ def formats() -> dict[str, Format]:
         t = check_table(t, where, {"bits_per_element": "positive"}, strings=("precision", "source", "plain"))
         if t["precision"] not in PRECISIONS:
             raise InputError(f"{where}: field 'precision' = {t['precision']!r}: expected one of {list(PRECISIONS)}")
-        out[name] = Format(name, t["bits_per_element"] / 8, PRECISIONS.index(t["precision"]), t["source"], t.get("plain"))
+        out[name] = Format(
+            name, t["bits_per_element"] / 8, PRECISIONS.index(t["precision"]), t["source"], t.get("plain")
+        )
     for f in out.values():
         if f.plain is not None and (f.plain not in out or out[f.plain].plain is not None):
             raise InputError(
