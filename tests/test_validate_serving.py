@@ -44,7 +44,7 @@ def _table(tmp_path: Path, *loads: str) -> Path:
 def test_shipped_table_loads_and_every_scored_row_has_a_load():
     rows = vs.load_serving_rows()
     test = [r for r in rows if r.status in ("test", "fit")]
-    assert len(rows) >= 30 and len(test) >= 20 and sum(r.status == "fit" for r in rows) == 8
+    assert len(rows) >= 30 and len(test) >= 20 and sum(r.status == "fit" for r in rows) == 9
     assert all(r.prompt_tokens and (r.concurrency or r.request_rate) for r in test)
     assert all(r.source and r.conditions for r in rows)
     assert all(r.reason for r in rows if r.status == "reference")
@@ -71,14 +71,16 @@ def test_rocm_variant_is_chosen_on_mi300x_and_its_fit_reproduces():
     assert tpots[0] > tpots[1] > tpots[2]
 
 
-def test_lmdeploy_profile_fit_reproduces_and_holds_out_the_rest():
-    """LMDeploy 0.2's TurboMind kernels: one number (bytes in flight per SM) fitted on one
-    row (`fit_in_flight`) reproduces the file's value; its other rows are scored."""
+@pytest.mark.parametrize("name", ["lmdeploy-0.2", "vllm-v1"])
+def test_in_flight_profile_fit_reproduces_and_holds_out_the_rest(name):
+    """LMDeploy 0.2's TurboMind kernels and vLLM's V1 engine: one number (bytes in flight
+    per SM) fitted on one row (`fit_in_flight`) reproduces the file's value; the engine's
+    other rows are scored."""
     from costmodel.io.frameworks import load_frameworks
 
-    profile = load_frameworks()["lmdeploy-0.2"]
+    profile = load_frameworks()[name]
     assert profile.fit == ("bytes_in_flight_KB",) and profile.host is None
-    rows = [r for r in vs.load_serving_rows() if r.framework == "lmdeploy-0.2"]
+    rows = [r for r in vs.load_serving_rows() if r.framework == name]
     fit_rows = [r for r in rows if r.id in profile.fitted_on]
     assert len(fit_rows) == 1 and all(r.status == "fit" for r in fit_rows)
     assert sum(r.status == "test" for r in rows) == len(rows) - 1 >= 4
