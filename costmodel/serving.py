@@ -400,6 +400,11 @@ class Burst:
             average (vLLM's `benchmark_serving`).
         ttft: mean time to first token, s.
         batch: the most sequences decoded at once.
+        itl_median: median over every output token after a request's first of the time
+            since its previous token, s: the inter-token latency serving benchmarks also
+            report ("Median ITL"). A step that prefills prompts stalls every sequence
+            decoding in it, which the mean `tpot` averages in; the median sees the
+            typical step.
     """
 
     seconds: float
@@ -407,6 +412,7 @@ class Burst:
     tpot: float
     ttft: float
     batch: float
+    itl_median: float
 
 
 def burst(
@@ -456,9 +462,11 @@ def burst(
     pb, ps = (np.asarray(x, dtype=float) for x in prefill)
     step = lambda b: float(np.interp(b, db, ds))
     prompts = lambda a: float(np.interp(a, np.concatenate([[0.0], pb]), np.concatenate([[0.0], ps])))
+    first = lambda a: (1.0 + 1.0 / max(a, 1.0)) / 2.0  # mean (j / a) over the a prompts of a step
     cohort = np.zeros(len(pmf))  # requests admitted i + 1 steps ago (index i): emitted i + 1 tokens
     queue, now = float(requests), 0.0
     starts, admitted, prefills, ends, alongside = [], [], [], [], []
+    gaps: list[tuple[float, float]] = []  # (inter-token time, expected tokens with it)
     for _ in range(int(10 * (requests / capacity + 1) * (len(pmf) + 10))):
         mask = cohort > 0
         old = float(np.sum(cohort * beyond))  # expected sequences decoding this step
@@ -475,6 +483,19 @@ def burst(
         ends.append(now)
         # a step as a sequence still decoding sees it: itself and the others expected alive
         alongside.append(pre + step(1.0 + old * (1.0 - 1.0 / requests)))
+        # The tokens this step emits, and the time since each one's previous token: this
+        # step as its sequences see it, and for a request admitted in the step before, the
+        # rest of that step after its first token too. Admissions come one by one as
+        # sequences finish: taken as Poisson with the step's expected number `a`, so a
+        # step prefills nothing with probability exp(-a), and a / (1 - exp(-a)) prompts
+        # otherwise (the fluid timeline above spreads them over every step).
+        second = float(cohort[0] * beyond[0])
+        rest = ends[-2] - starts[-2] - first(admitted[-2]) * prefills[-2] if second > 0 else 0.0
+        alone = step(1.0 + old * (1.0 - 1.0 / requests))
+        some = -math.expm1(-a)
+        for gap, share in ((alone, 1.0 - some), (alone + prompts(a / some) if some > 0 else alone, some)):
+            gaps.append((gap, share * (old - second)))
+            gaps.append((rest + gap, share * second))
         cohort[1:] = cohort[:-1]
         cohort[0] = a
         if queue <= 0 and float(np.sum(cohort * beyond)) < 1e-9:
@@ -483,7 +504,6 @@ def burst(
         raise InputError(f"a burst of {requests:g} requests did not drain: capacity {capacity!r}")
     own = np.cumsum(alongside)  # a decoding sequence's clock, for its time per token
     last = step(1.0)
-    first = lambda a: (1.0 + 1.0 / max(a, 1.0)) / 2.0  # mean (j / a) over the a prompts of a step
     k = np.arange(2, len(pmf) + 1)  # lengths of at least two tokens
     weight = total = 0.0
     for c, a in enumerate(admitted):
@@ -498,7 +518,20 @@ def burst(
     tpot = total / weight if weight > 0 else step(1.0)
     ttft = sum(a * (s + first(a) * p) for a, s, p in zip(admitted, starts, prefills)) / requests
     mean = float(np.sum(np.arange(1, len(pmf) + 1) * pmf))
-    return Burst(now, requests * mean / now, tpot, ttft, float(min(requests, capacity)))
+    return Burst(now, requests * mean / now, tpot, ttft, float(min(requests, capacity)), _weighted_median(gaps, last))
+
+
+def _weighted_median(pairs: list[tuple[float, float]], default: float) -> float:
+    """The median of values given with weights (the smallest value with at least half the
+    weight at or below it); `default` when no weight is positive."""
+    pairs = sorted((v, w) for v, w in pairs if w > 1e-12)
+    total = sum(w for _, w in pairs)
+    seen = 0.0
+    for v, w in pairs:
+        seen += w
+        if seen >= total / 2.0:
+            return v
+    return default
 
 
 def disaggregated_prefill(m: Model, base, info: ChipInfo, prefill: Prefill, chips: int) -> Disaggregated:

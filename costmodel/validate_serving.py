@@ -31,7 +31,8 @@ to the chip) at mean context `prompt + output / 2`, on the row's split:
   ("fixed") or lengths vary around that mean ("varied": geometric,
   `costmodel.serving.output_length_pmf`). The throughput is all output tokens over
   that time; the TPOT is the mean over requests of each one's time per output token
-  after its first, as serving benchmarks average it.
+  after its first, as serving benchmarks average it, or the median inter-token latency
+  where the row's `tpot_statistic` says its figure is that.
 
 Scored (`status = "test"`): TPOT and throughput, each a relative error; TTFT is shown
 but not scored: under load it is queueing, which the model does not contain (a
@@ -72,6 +73,14 @@ OUTPUT_LENGTHS = ("fixed", "varied")
 """Whether every request emits exactly `output_tokens` ("fixed") or lengths differ per
 request around that mean ("varied"; `costmodel.serving.output_length_pmf`)."""
 
+TPOT_STATISTICS = ("mean", "median_itl")
+"""What a row's `tpot_ms` is: "mean" (the mean over requests of each one's time per
+output token after its first, `benchmark_serving`'s "Mean TPOT"; median TPOTs are
+compared as such too), or "median_itl" (the median over all output tokens of the time
+since the previous one, "Median ITL"). They differ where some steps stall the decoding
+sequences (a burst's prompts prefilled between decode steps); in a steady state the
+model's steps are alike and both are its step time."""
+
 MAX_BATCH = 4096
 """Largest decode batch tried for a row (sequences per instance)."""
 
@@ -105,6 +114,7 @@ class ServingRow:
     blind: str = ""
     arrival: str = "closed"
     output_lengths: str = ""
+    tpot_statistic: str = "mean"
 
 
 def load_serving_rows(path: Path | str | None = None) -> list[ServingRow]:
@@ -152,6 +162,7 @@ def load_serving_rows(path: Path | str | None = None) -> list[ServingRow]:
                 "blind",
                 "arrival",
                 "output_lengths",
+                "tpot_statistic",
             ),
         )
         for key in ("id", "status", "chip", "framework", "model", "weights", "kv", "source"):
@@ -170,6 +181,7 @@ def load_serving_rows(path: Path | str | None = None) -> list[ServingRow]:
             ("kv", sorted(fmts)),
             ("arrival", ARRIVALS),
             ("output_lengths", OUTPUT_LENGTHS),
+            ("tpot_statistic", TPOT_STATISTICS),
         )
         for key, allowed in checks:
             if key in t and t[key] not in allowed:
@@ -236,6 +248,7 @@ def load_serving_rows(path: Path | str | None = None) -> list[ServingRow]:
                 blind=t.get("blind", ""),
                 arrival=t.get("arrival", "closed"),
                 output_lengths=t.get("output_lengths", ""),
+                tpot_statistic=t.get("tpot_statistic", "mean"),
             )
         )
     return out
@@ -381,8 +394,9 @@ def _burst(row: ServingRow, host_us: tuple[float, float] | None = None) -> Servi
         r = burst(row.concurrency, pmf, slots, (b, step), (admitted, pre))
     except InputError as e:
         raise InputError(f"row {row.id}: {e}") from None
+    tpot = r.itl_median if row.tpot_statistic == "median_itl" else r.tpot
     return ServingResult(
-        row, r.batch, bool(row.concurrency > slots), r.tpot * 1e3, r.ttft * 1e3, r.output_tokens_per_second
+        row, r.batch, bool(row.concurrency > slots), tpot * 1e3, r.ttft * 1e3, r.output_tokens_per_second
     )
 
 

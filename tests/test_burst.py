@@ -52,6 +52,8 @@ def test_a_batch_that_fits_decodes_together_after_its_prompts():
     # ... and it waits out the rest of it before its second token.
     assert r.tpot == pytest.approx(d(n) + p(n) * (1 - (n + 1) / (2 * n)) / (m - 1), rel=1e-9)
     assert r.batch == n
+    # Every token but each request's second comes one decode step after the one before.
+    assert r.itl_median == pytest.approx(d(n), rel=1e-9)
 
 
 def test_more_requests_than_slots_go_in_waves():
@@ -95,19 +97,24 @@ def test_faster_steps_or_more_slots_never_slow_a_burst(kind):
 
 def _simulate(n, pmf, cap, rng):
     """One burst served request by request under `burst`'s rules (a Monte-Carlo check):
-    (seconds, mean TPOT over requests of two tokens or more, mean TTFT)."""
+    (seconds, mean TPOT over requests of two tokens or more, mean TTFT, median
+    inter-token time)."""
     lengths = rng.choice(np.arange(1, len(pmf) + 1), size=n, p=pmf)
     emitted, first, last = np.zeros(n, int), np.zeros(n), np.zeros(n)
+    previous, gaps = np.zeros(n), []
     waiting, running, now = list(range(n)), [], 0.0
     while waiting or running:
         new, waiting = waiting[: cap - len(running)], waiting[cap - len(running) :]
         pre = p(len(new)) if new else 0.0
         for j, r in enumerate(new, 1):
             first[r], emitted[r] = now + j / len(new) * pre, 1
+            previous[r] = first[r]
         now += pre + (d(len(running)) if running else 0.0)
         still = []
         for r in running:
             emitted[r] += 1
+            gaps.append(now - previous[r])
+            previous[r] = now
             if emitted[r] < lengths[r]:
                 still.append(r)
             else:
@@ -115,7 +122,8 @@ def _simulate(n, pmf, cap, rng):
         still += [r for r in new if lengths[r] > 1]
         running = still
     two = lengths >= 2
-    return now, float(np.mean((last[two] - first[two]) / (lengths[two] - 1))), float(first.mean())
+    tpot = float(np.mean((last[two] - first[two]) / (lengths[two] - 1)))
+    return now, tpot, float(first.mean()), float(np.median(gaps))
 
 
 @pytest.mark.parametrize(
@@ -125,11 +133,26 @@ def test_the_fluid_model_matches_a_simulation_of_the_same_engine(n, mean, kind, 
     pmf = output_length_pmf(mean, kind)
     rng = np.random.default_rng(0)
     runs = np.array([_simulate(n, pmf, cap, rng) for _ in range(300 if kind == "varied" else 1)])
-    seconds, tpot, ttft = runs.mean(axis=0)
+    seconds, tpot, ttft, itl = runs.mean(axis=0)
     r = burst(n, pmf, cap, DECODE, PREFILL)
     assert r.seconds == pytest.approx(seconds, rel=0.04)
     assert r.tpot == pytest.approx(tpot, rel=0.02)
     assert r.ttft == pytest.approx(ttft, rel=1e-9)
+    assert r.itl_median == pytest.approx(itl, rel=0.01)
+
+
+def test_the_median_inter_token_time_sees_the_typical_step_where_prompts_stall_some():
+    """More requests than slots, lengths varied: a step that admits a request prefills
+    its prompt before the decode. The mean TPOT averages those stalls in; the median
+    inter-token time is the plain decode step when fewer than half the steps stall
+    (Poisson admissions: a step admits nothing with probability exp(-expected)), as a
+    simulation of the same engine finds."""
+    pmf = output_length_pmf(100.0, "varied")
+    r = burst(1000, pmf, 256, DECODE, PREFILL)
+    rng = np.random.default_rng(1)
+    itl = np.mean([_simulate(1000, pmf, 256, rng)[3] for _ in range(5)])
+    assert r.itl_median < r.tpot
+    assert r.itl_median == pytest.approx(itl, rel=0.08)
 
 
 def test_bad_burst_inputs():
@@ -176,6 +199,10 @@ def test_a_burst_row_is_its_prefill_and_its_decode_steps(tmp_path):
     assert r.output_tokens_per_second == pytest.approx(128 / (pre + 127 * float(step[0])), rel=1e-6)
     assert r.ttft_ms == pytest.approx(pre * 1e3, rel=1e-6) and not r.overloaded
     assert r.tpot_ms == pytest.approx(float(step[0]) * 1e3, rel=1e-6)  # one sequence's steps
+    # Its median inter-token time is the same step (one request: no stalls).
+    path.write_text(ROW.format(n=1).replace('arrival = "burst"', 'arrival = "burst"\ntpot_statistic = "median_itl"'))
+    (median,) = vs.evaluate_serving_rows(vs.load_serving_rows(path))
+    assert median.tpot_ms == pytest.approx(r.tpot_ms, rel=1e-6)
     # A prompt of 512 tokens takes longer than one decode step of one sequence.
     assert pre > float(step[0])
 
@@ -186,6 +213,7 @@ def test_a_burst_row_is_its_prefill_and_its_decode_steps(tmp_path):
         (('arrival = "burst"', 'arrival = "storm"'), ("field 'arrival' = 'storm'", "expected one of")),
         (('output_lengths = "fixed"\n', ""), ("field 'arrival' = 'burst'", "output_lengths")),
         (('output_lengths = "fixed"', 'output_lengths = "long"'), ("field 'output_lengths' = 'long'",)),
+        (('arrival = "burst"', 'arrival = "burst"\ntpot_statistic = "p50"'), ("field 'tpot_statistic' = 'p50'",)),
         (("concurrency = 8\n", "request_rate = 2.0\n"), ("field 'arrival' = 'burst'", "concurrency")),
         (("concurrency = 8\n", "concurrency = 0.5\n"), ("field 'concurrency' = 0.5", "for a burst")),
         (("concurrency = 8\n", "concurrency = 1e9\n"), ("field 'concurrency' = 1e+09", "for a burst")),
