@@ -1,19 +1,29 @@
-"""What serving bursts as bursts buys: the held-out serving figures of
-`costmodel validate --serving` with each part of the burst model switched off in turn.
+"""What each serving term buys: the held-out serving figures of `costmodel validate
+--serving` with each part switched off in turn.
 
-    python benchmarks/serving_ablation.py > benchmarks/serving_ablation.txt   (~8 min on 2 cores)
+    python benchmarks/serving_ablation.py > benchmarks/serving_ablation.txt   (~15 min on 2 cores)
 
 Variants (the rows as they are, every other term unchanged):
 - "model": as `costmodel validate --serving` scores them;
 - "bursts as a steady state": every `arrival = "burst"` row served as closed-loop clients
   keeping `concurrency` requests in flight (the model before bursts, 2026-12-05);
-- "varied lengths as fixed": a burst's lengths all equal to their mean (no drain).
+- "varied lengths as fixed": a burst's lengths all equal to their mean (no drain);
+- "engines without rows bare": the tgi, vllm-0.5 and lmdeploy-0.1 rows served by the bare
+  chip (`native`, as before those profiles carried their family's values);
+- "Meta's FP8 as plain fp8": the `fp8-meta` rows (attention and tables in BF16) as `fp8`;
+- "vLLM V1 as vllm-0.6": the `vllm-v1` rows with vLLM 0.6's profile (as the fifth check
+  scored them);
+- "median ITL as mean TPOT": `tpot_statistic` ignored (a burst's mean TPOT compared);
+- "engines with all the memory": every profile's `memory_fraction` as 1 (vLLM's 90 %
+  of each GPU's memory given to the cache's pool, undone).
 Each line: median and p90 absolute error of the scored figures (TPOT and throughput) over
 the held-out rows, over the burst rows alone, over the blind checks' rows, and over the
-fourth blind check's (gathered after bursts were modelled, all of them bursts)."""
+fourth and fifth blind checks' (the fourth all bursts; the fifth mostly steady loads)."""
 
+import contextlib
 import dataclasses
 
+import costmodel.evaluation as evaluation
 import costmodel.validate_serving as vs
 
 
@@ -26,7 +36,11 @@ def _line(name: str, results: list[vs.ServingResult], burst_ids: set[str]) -> st
     bursts = [r for r in test if r.row.id in burst_ids]
     blind = [r for r in test if r.row.blind]
     fourth = [r for r in test if r.row.blind == "2026-12-05, fourth check"]
-    return f"{name:26s} all {figs(test)}  bursts {figs(bursts)}  blind {figs(blind)}  fourth check {figs(fourth)}"
+    fifth = [r for r in test if r.row.blind == "2026-12-05, fifth check"]
+    return (
+        f"{name:26s} all {figs(test)}  bursts {figs(bursts)}  blind {figs(blind)}  "
+        f"fourth check {figs(fourth)}  fifth check {figs(fifth)}"
+    )
 
 
 def main() -> None:
@@ -38,11 +52,36 @@ def main() -> None:
         "varied lengths as fixed": [
             dataclasses.replace(r, output_lengths="fixed") if r.arrival == "burst" else r for r in rows
         ],
+        "engines without rows bare": [
+            dataclasses.replace(r, framework="native") if r.framework in ("tgi", "vllm-0.5", "lmdeploy-0.1") else r
+            for r in rows
+        ],
+        "Meta's FP8 as plain fp8": [
+            dataclasses.replace(r, weights="fp8") if r.weights == "fp8-meta" else r for r in rows
+        ],
+        "vLLM V1 as vllm-0.6": [
+            dataclasses.replace(r, framework="vllm-0.6") if r.framework == "vllm-v1" else r for r in rows
+        ],
+        "median ITL as mean TPOT": [dataclasses.replace(r, tpot_statistic="mean") for r in rows],
+        "engines with all the memory": rows,
     }
     print(f"{len(rows)} rows, {len(burst_ids)} of them bursts")
     for name, rs in variants.items():
-        results = vs.evaluate_serving_rows(rs)
+        with _all_the_memory(name == "engines with all the memory"):
+            results = vs.evaluate_serving_rows(rs)
         print(_line(name, results, burst_ids), flush=True)
+
+
+@contextlib.contextmanager
+def _all_the_memory(on: bool):
+    """Every framework profile as resolved with `memory_fraction = 1` while on."""
+    original = evaluation.resolve_framework
+    if on:
+        evaluation.resolve_framework = lambda *a, **k: dataclasses.replace(original(*a, **k), memory_fraction=1.0)
+    try:
+        yield
+    finally:
+        evaluation.resolve_framework = original
 
 
 if __name__ == "__main__":

@@ -492,12 +492,16 @@ def apply_host(chip: Chip, host_us) -> Chip:
 
 def apply_profile_fields(chip: Chip, f: Framework) -> Chip:
     """A chip with the fields of a profile that are not in its log vector, where the
-    profile gives them: its host time (`apply_host`) and its attention kernels' K/V
-    re-reads (`Chip.attention_kv_rereads`)."""
+    profile gives them: its host time (`apply_host`), its attention kernels' K/V
+    re-reads (`Chip.attention_kv_rereads`) and the share of the DRAM it allocates
+    (`Framework.memory_fraction`: the DRAM tier's capacity scaled by it)."""
     if f.host is not None:
         chip = apply_host(chip, f.host)
     if f.kv_rereads is not None:
         chip = chip.replace(attention_kv_rereads=f.kv_rereads)
+    if f.memory_fraction != 1.0:
+        capacity = chip.tiers.capacity.at[DRAM].multiply(f.memory_fraction)
+        chip = eqx.tree_at(lambda c: c.tiers.capacity, chip, capacity)
     return chip
 
 

@@ -149,6 +149,30 @@ def test_apply_host_replaces_the_chips_own():
     assert float(apply_framework(info, "vllm").chip.host_step) == pytest.approx(9e-3)
 
 
+def test_an_engines_memory_fraction_holds_fewer_sequences(tmp_path):
+    """vLLM allocates 90 % of each GPU's memory (--gpu-memory-utilization): the DRAM
+    tier's capacity, and nothing else, is scaled, so the largest batch that fits is
+    smaller than on the bare chip; a fraction outside (0, 1] is a one-line error."""
+    from costmodel.io import economics_preset
+    from costmodel.serving import serve
+
+    frameworks = load_frameworks()
+    assert frameworks["vllm-0.6"].memory_fraction == 0.9 and frameworks["sglang"].memory_fraction == 1.0
+    bare = chip_info("h100-sxm")
+    own = apply_framework(bare, "vllm-0.6")
+    np.testing.assert_allclose(np.asarray(own.chip.tiers.capacity), np.asarray(bare.chip.tiers.capacity) * [1, 1, 0.9])
+    batches = np.arange(1.0, 257.0)
+    largest = {}
+    for name, info in (("bare", bare), ("vllm", dataclasses.replace(own, max_batch=None))):
+        s = serve("llama-3-70b", info, economics_preset(), chips=4, context=4096, batches=batches)
+        largest[name] = max(p.batch for p in s.curve(4, 1))
+    assert largest["vllm"] < largest["bare"]
+    for value in ("0.0", "1.5"):
+        with pytest.raises(InputError, match=f"field 'memory_fraction' = {value}") as e:
+            load_frameworks(_profile_file(tmp_path, f"memory_fraction = {value}"))
+        assert "\n" not in str(e.value)
+
+
 def test_bad_host_fields_and_unknown_serving_frameworks_are_one_line(tmp_path):
     for field, needle in (("host_step_us = -5", "host_step_us"), ('fit = ["host_time"]', "host_time")):
         with pytest.raises(InputError, match=needle):

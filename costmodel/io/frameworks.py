@@ -43,6 +43,13 @@ KV_REREADS = "attention_kv_rereads"
 head of its group (`Chip.attention_kv_rereads`, in [0, 1]); absent: the chip's own. Set
 from the framework's kernel design (a source), not fitted, and not in the log vector."""
 
+MEMORY_FRACTION = "memory_fraction"
+"""The share of each chip's DRAM the engine allocates to the model's weights and KV
+cache (vLLM's `--gpu-memory-utilization`, 0.9 by default), in (0, 1]: the rest stays
+free for activations, the CUDA context and other processes, so fewer sequences fit.
+Absent: all of it (1). From the engine's documented default, not fitted, and not in the
+log vector."""
+
 DEQUANT = "dequant_ops"
 """ALU instructions per weight element the framework's kernels spend unpacking each
 weight format before the matmul (`Scenario.weight_dequant_ops`), a table of format
@@ -89,6 +96,8 @@ class Framework:
             fitted one, copied (vllm-0.6-rocm's host times are vllm-0.6's); the loader
             checks the copy against the source.
         dequant_ops: (format, instructions per weight element) pairs (`DEQUANT`).
+        memory_fraction: the share of each chip's DRAM the engine allocates to weights
+            and KV cache (`MEMORY_FRACTION`).
     """
 
     name: str
@@ -103,6 +112,7 @@ class Framework:
     carried: tuple[tuple[str, str], ...] = ()
     kv_rereads: float | None = None
     dequant_ops: tuple[tuple[str, float], ...] = ()
+    memory_fraction: float = 1.0
 
     def dequant(self, weights: str) -> float:
         """ALU instructions per weight element the profile's kernels spend unpacking the
@@ -137,6 +147,7 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
                 HALF_RATE: "positive",
                 "max_batch": "count",
                 KV_REREADS: "unit",
+                MEMORY_FRACTION: "fraction",
                 **{k: "nonneg" for k in HOST_FIELDS},
             },
             strings=("source", "base", "description"),
@@ -190,6 +201,7 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
             carried=tuple(sorted(carried.items())),
             kv_rereads=t.get(KV_REREADS),
             dequant_ops=tuple(sorted((k, float(v)) for k, v in dequant.items())),
+            memory_fraction=t.get(MEMORY_FRACTION, 1.0),
         )
     for f in out.values():
         if f.base is not None and f.base not in out:
