@@ -463,6 +463,7 @@ def burst(
     step = lambda b: float(np.interp(b, db, ds))
     prompts = lambda a: float(np.interp(a, np.concatenate([[0.0], pb]), np.concatenate([[0.0], ps])))
     first = lambda a: (1.0 + 1.0 / max(a, 1.0)) / 2.0  # mean (j / a) over the a prompts of a step
+    varied = int(np.count_nonzero(pmf)) > 2  # lengths that vary, not one length split in two
     cohort = np.zeros(len(pmf))  # requests admitted i + 1 steps ago (index i): emitted i + 1 tokens
     queue, now = float(requests), 0.0
     starts, admitted, prefills, ends, alongside = [], [], [], [], []
@@ -485,17 +486,26 @@ def burst(
         alongside.append(pre + step(1.0 + old * (1.0 - 1.0 / requests)))
         # The tokens this step emits, and the time since each one's previous token: this
         # step as its sequences see it, and for a request admitted in the step before, the
-        # rest of that step after its first token too. Admissions come one by one as
-        # sequences finish: taken as Poisson with the step's expected number `a`, so a
-        # step prefills nothing with probability exp(-a), and a / (1 - exp(-a)) prompts
-        # otherwise (the fluid timeline above spreads them over every step).
+        # rest of that step after its first token too (its prompt's place among the step's
+        # m at the mean, (1 + 1 / m) / 2). Where lengths vary, requests finish one by one
+        # and the prompts a step admits into the freed slots are Poisson around the fluid
+        # number `a` (a step admits none with probability exp(-a)); a request admitted in
+        # a step shares it with 1 + Poisson(a) prompts. The first step's admissions, and
+        # fixed lengths' waves, are as the fluid timeline has them.
         second = float(cohort[0] * beyond[0])
-        rest = ends[-2] - starts[-2] - first(admitted[-2]) * prefills[-2] if second > 0 else 0.0
         alone = step(1.0 + old * (1.0 - 1.0 / requests))
-        some = -math.expm1(-a)
-        for gap, share in ((alone, 1.0 - some), (alone + prompts(a / some) if some > 0 else alone, some)):
-            gaps.append((gap, share * (old - second)))
-            gaps.append((rest + gap, share * second))
+        index = len(starts) - 1
+        before = []
+        if second > 0:
+            decode_part = ends[-2] - starts[-2] - prefills[-2]
+            before = [
+                (decode_part + (1.0 - first(m)) * prompts(m), q)
+                for m, q in _admissions(admitted[-2], varied and index > 1, plus_one=True)
+            ]
+        for k, q in _admissions(a, varied and index > 0):
+            gap = alone + prompts(k)
+            gaps.append((gap, q * (old - second)))
+            gaps.extend((rest + gap, q * r * second) for rest, r in before)
         cohort[1:] = cohort[:-1]
         cohort[0] = a
         if queue <= 0 and float(np.sum(cohort * beyond)) < 1e-9:
@@ -519,6 +529,20 @@ def burst(
     ttft = sum(a * (s + first(a) * p) for a, s, p in zip(admitted, starts, prefills)) / requests
     mean = float(np.sum(np.arange(1, len(pmf) + 1) * pmf))
     return Burst(now, requests * mean / now, tpot, ttft, float(min(requests, capacity)), _weighted_median(gaps, last))
+
+
+def _admissions(a: float, poisson: bool, plus_one: bool = False) -> list[tuple[float, float]]:
+    """(prompts, probability) pairs of one step's admissions with mean `a`: Poisson when
+    `poisson` (up to 8 standard deviations past the mean, renormalised; its mean where it
+    is over 50, a narrow spread), else `a` itself; `plus_one` adds one (the prompts of a
+    step seen by a request it admitted: 1 + Poisson, the size-biased count)."""
+    if not poisson or a <= 0.0 or a > 50.0:
+        return [(a + 1.0 if plus_one and poisson else max(a, 1.0) if plus_one else a, 1.0)]
+    k = np.arange(0, math.ceil(a + 8.0 * math.sqrt(a) + 8.0) + 1)
+    logp = -a + k * math.log(a) - np.array([math.lgamma(x + 1.0) for x in k])
+    p = np.exp(logp)
+    p /= p.sum()
+    return [(float(x) + (1.0 if plus_one else 0.0), float(q)) for x, q in zip(k, p) if q > 1e-12]
 
 
 def _weighted_median(pairs: list[tuple[float, float]], default: float) -> float:

@@ -50,6 +50,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
@@ -115,6 +116,8 @@ class ServingRow:
     arrival: str = "closed"
     output_lengths: str = ""
     tpot_statistic: str = "mean"
+    max_batch: int | None = None
+    memory_fraction: float | None = None
 
 
 def load_serving_rows(path: Path | str | None = None) -> list[ServingRow]:
@@ -146,6 +149,8 @@ def load_serving_rows(path: Path | str | None = None) -> list[ServingRow]:
                 "tpot_ms": "positive",
                 "ttft_ms": "positive",
                 "tpot_limit_ms": "positive",
+                "max_batch": "count",
+                "memory_fraction": "fraction",
             },
             strings=(
                 "id",
@@ -249,6 +254,8 @@ def load_serving_rows(path: Path | str | None = None) -> list[ServingRow]:
                 arrival=t.get("arrival", "closed"),
                 output_lengths=t.get("output_lengths", ""),
                 tpot_statistic=t.get("tpot_statistic", "mean"),
+                max_batch=int(t["max_batch"]) if "max_batch" in t else None,
+                memory_fraction=t.get("memory_fraction"),
             )
         )
     return out
@@ -285,15 +292,23 @@ class ServingResult:
 
 
 def _row_chip(row: ServingRow, host_us: tuple[float, float] | None = None, in_flight_kb: float | None = None):
-    """The row's chip with its framework profile, its host time replaced by `host_us`
-    (µs per step and per sequence) and its kernels' bytes in flight per parallel unit
-    by `in_flight_kb` (kB) when given."""
+    """The row's chip with its framework profile and the engine settings the row
+    states (its `max_batch` and `memory_fraction` replace the profile's), its host time
+    replaced by `host_us` (µs per step and per sequence) and its kernels' bytes in
+    flight per parallel unit by `in_flight_kb` (kB) when given."""
+    from ._core.chip import DRAM
     from .evaluation import apply_framework, apply_host
     from .io import chip_info
 
     info = chip_info(row.chip)
+    bare = info.chip.tiers.capacity
     if row.framework != "native":
         info = apply_framework(info, row.framework)
+    if row.max_batch is not None:
+        info = dataclasses.replace(info, max_batch=row.max_batch)
+    if row.memory_fraction is not None:
+        capacity = bare.at[DRAM].multiply(row.memory_fraction)
+        info = dataclasses.replace(info, chip=eqx.tree_at(lambda c: c.tiers.capacity, info.chip, capacity))
     if host_us is not None:
         info = dataclasses.replace(info, chip=apply_host(info.chip, host_us))
     if in_flight_kb is not None:
@@ -319,6 +334,8 @@ def _curve(
     prompt = row.prompt_tokens if row.prompt_tokens is not None else 0.0
     want = row.concurrency if row.concurrency is not None else MAX_BATCH
     batches = np.unique(np.concatenate([np.arange(1, min(want, 64) + 1), np.geomspace(1, MAX_BATCH, 96).round()]))
+    if info.max_batch is not None:  # the engine's cap itself, a batch it runs
+        batches = np.unique(np.append(batches, min(info.max_batch, MAX_BATCH)))
     if row.concurrency is not None:
         batches = np.unique(np.append(batches[batches <= want], want))
     prefill = row.prompt_tokens is not None and not decode_only

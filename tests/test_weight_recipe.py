@@ -44,7 +44,7 @@ def test_metas_fp8_405b_stores_its_attention_and_tables_in_bf16():
     tables = 2.0 * float(m.vocab * m.d_model)  # untied embedding and output
     recipe = _stored_weights("llama-3.1-405b", "fp8-meta")
     np.testing.assert_allclose(recipe, [2 * attention, ffn, 0.0, 2 * tables], rtol=1e-5)
-    # 478 GB against 404 GB for every linear layer in FP8 (NVIDIA's, AMD's checkpoints).
+    # 482 GB against 406 GB for every linear layer in FP8 (NVIDIA's, AMD's checkpoints).
     assert recipe.sum() / _stored_weights("llama-3.1-405b", "fp8").sum() == pytest.approx(1.18, abs=0.01)
 
 
@@ -114,6 +114,19 @@ def test_a_recipe_is_not_a_kv_format_nor_unpacked_and_a_bad_one_is_one_line(tmp_
         make_scenario(kv="fp8-meta")
     with pytest.raises(InputError, match="used as stored"):
         make_scenario(weights="fp8-meta", dequant_ops=1.0)
+    from costmodel.io.frameworks import load_frameworks
+
+    profile = tmp_path / "frameworks.toml"
+    profile.write_text(
+        "[frameworks.x]\nmemory_efficiency = 1.0\ncompute_efficiency = 1.0\nkernel_overhead = 1.0\n"
+        'link_latency = 1.0\ndequant_ops = { fp8-meta = 1.0 }\nsource = "t"\n'
+    )
+    with pytest.raises(InputError, match="dequant_ops' has 'fp8-meta'"):
+        load_frameworks(profile)
+    spec = tmp_path / "spec.toml"
+    spec.write_text('[base]\nmodel = "llama-3-8b"\nchip = "h100-sxm"\n[axes]\nkv = ["bf16", "fp8-meta"]\n')
+    with pytest.raises(InputError, match=r"spec\.toml: \[axes\]: field 'kv' = 'fp8-meta': a weight recipe"):
+        sw.load_spec(spec)
     fm = importlib.import_module("costmodel.io.formats")  # the module, not costmodel.io's function
     (tmp_path / "formats.toml").write_text(
         '[formats.a]\nbits_per_element = 8.0\nprecision = "8"\nplain = "nope"\nsource = "t"\n'
@@ -122,3 +135,19 @@ def test_a_recipe_is_not_a_kv_format_nor_unpacked_and_a_bad_one_is_one_line(tmp_
     with pytest.raises(InputError, match=r"formats\.a: field 'plain' = 'nope'") as e:
         fm.formats()
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "model,chip,weights,batch,context,seconds,joules",
+    [
+        ("llama-3-70b", "h100-sxm", "fp8", 8, 2048, 0.02518351562321186, 0.6290719509124756),
+        ("mixtral-8x7b", "a100-80gb-sxm", "int4", 16, 4096, 0.018583685159683228, 0.13833653926849365),
+        ("llama-3-8b", "mi300x", "bf16", 64, 1024, 0.005779039580374956, 0.031282421201467514),
+    ],
+)
+def test_formats_of_one_kind_price_as_before_recipes(model, chip, weights, batch, context, seconds, joules):
+    """Pinned at commit fa7bf8a, before recipes: a format of one kind is priced exactly
+    as it was."""
+    e = cm.evaluate(model, chip, weights=weights, batch=batch, context=context)
+    assert float(e.cost.seconds_per_step) == pytest.approx(seconds, rel=1e-6)
+    assert float(e.cost.joules_per_token) == pytest.approx(joules, rel=1e-6)

@@ -12,6 +12,7 @@ import numpy as np
 
 import costmodel as cm
 from costmodel.io import formats
+from costmodel.io.formats import plain_fields
 
 
 class MicroPoints(eqx.Module):
@@ -116,6 +117,7 @@ def make_dataset(rows: list[dict]) -> Dataset:
                 weight_precision=w.precision,
                 kv_precision=k.precision,
                 activation_bytes=w.bytes_per_element,
+                **plain_fields(w),
             )
             ws.append(cm.Workload(model, scenario))
         decode = _stack(ws)

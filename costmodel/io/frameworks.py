@@ -180,8 +180,11 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
             raise InputError(f"{where}: field {DEQUANT!r} = {dequant!r}: expected a table of format = instructions")
         known = formats()
         for fmt, ops in dequant.items():
-            if fmt not in known:
-                raise InputError(f"{where}: field {DEQUANT!r} has {fmt!r}: expected a format of {sorted(known)}")
+            if fmt not in known or known[fmt].plain is not None:
+                raise InputError(
+                    f"{where}: field {DEQUANT!r} has {fmt!r}: expected a format of one kind of "
+                    f"{sorted(k for k, f in known.items() if f.plain is None)} (a recipe of two is used as stored)"
+                )
             if isinstance(ops, bool) or not isinstance(ops, (int, float)) or not 0 <= ops < float("inf"):
                 raise InputError(f"{where}: field {DEQUANT!r}: {fmt} = {ops!r}: expected a number of instructions >= 0")
         out[name] = Framework(

@@ -194,11 +194,6 @@ class Sweep:
         self._fmt_index = {n: i for i, n in enumerate(fmt_names)}
         self._fmt_bytes = np.array([table[n].bytes_per_element for n in fmt_names], np.float32)
         self._fmt_precision = np.array([table[n].precision for n in fmt_names], np.int32)
-        for n in self.choices["kv"]:
-            if n in table and table[n].plain is not None:
-                raise InputError(
-                    f"sweep: kv {n!r}: a weight recipe (its attention in {table[n].plain}), not a KV-cache format"
-                )
         plain = [plain_fields(table[n]) for n in fmt_names]
         self._fmt_plain_bytes = np.array([p["plain_weight_bytes"] for p in plain], np.float32)
         self._fmt_plain_precision = np.array([p["plain_weight_precision"] for p in plain], np.int32)

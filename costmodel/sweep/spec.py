@@ -392,8 +392,11 @@ def _check_choice(value: Any, name: str, where: str) -> str:
         elif name == "chip":
             chip_info(value)
         elif name in ("weights", "kv"):
-            if value not in formats():
-                raise InputError(f"unknown format; expected one of {sorted(formats())}")
+            table = formats()
+            if value not in table:
+                raise InputError(f"unknown format; expected one of {sorted(table)}")
+            if name == "kv" and table[value].plain is not None:
+                raise InputError(f"a weight recipe (its attention in {table[value].plain}), not a KV-cache format")
         elif name == "profile":
             profile_info(value)
         elif name == "placement":
