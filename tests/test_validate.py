@@ -161,9 +161,10 @@ def test_a_carried_value_must_match_its_source(tmp_path):
     from costmodel.io.frameworks import frameworks_path, load_frameworks
 
     text = frameworks_path().read_text()
-    assert text.count("host_step_us = 2535.7") == 2  # vllm-0.6 and the ROCm variant that carries it
+    # vllm-0.6 and the profiles that carry it (its ROCm variant, tgi, tgi-rocm, vllm-0.5)
+    assert text.count("host_step_us = 2535.7") == 5
     bad = tmp_path / "frameworks.toml"
-    i = text.rindex("host_step_us = 2535.7")
+    i = text.index("host_step_us = 2535.7", text.index('[frameworks."vllm-0.6-rocm"]'))
     bad.write_text(text[:i] + "host_step_us = 2600.0" + text[i + len("host_step_us = 2535.7") :])
     with pytest.raises(InputError, match=r"vllm-0.6-rocm.*'carried'.*host_step_us.*2600.*2535.7"):
         load_frameworks(bad)
