@@ -500,9 +500,15 @@ def apply_profile_fields(chip: Chip, f: Framework) -> Chip:
     if f.kv_rereads is not None:
         chip = chip.replace(attention_kv_rereads=f.kv_rereads)
     if f.memory_fraction != 1.0:
-        capacity = chip.tiers.capacity.at[DRAM].multiply(f.memory_fraction)
-        chip = eqx.tree_at(lambda c: c.tiers.capacity, chip, capacity)
+        chip = allocate_dram(chip, chip.tiers.capacity, f.memory_fraction)
     return chip
+
+
+def allocate_dram(chip: Chip, capacity, fraction: float) -> Chip:
+    """A chip whose DRAM tier holds `fraction` of the DRAM of `capacity` (a `[tiers]`
+    capacity, B): the share an engine allocates to weights and KV cache
+    (`Framework.memory_fraction`, a serving row's own)."""
+    return eqx.tree_at(lambda c: c.tiers.capacity, chip, jnp.asarray(capacity).at[DRAM].multiply(fraction))
 
 
 def apply_framework(info: ChipInfo, framework: str) -> ChipInfo:

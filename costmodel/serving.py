@@ -536,8 +536,10 @@ def _admissions(a: float, poisson: bool, plus_one: bool = False) -> list[tuple[f
     `poisson` (up to 8 standard deviations past the mean, renormalised; its mean where it
     is over 50, a narrow spread), else `a` itself; `plus_one` adds one (the prompts of a
     step seen by a request it admitted: 1 + Poisson, the size-biased count)."""
-    if not poisson or a <= 0.0 or a > 50.0:
-        return [(a + 1.0 if plus_one and poisson else max(a, 1.0) if plus_one else a, 1.0)]
+    if not poisson:  # as the fluid timeline has them: a step of `a` prompts (at least this one)
+        return [(max(a, 1.0) if plus_one else a, 1.0)]
+    if a <= 0.0 or a > 50.0:  # none to spread, or a spread narrow against the mean
+        return [(a + 1.0 if plus_one else a, 1.0)]
     k = np.arange(0, math.ceil(a + 8.0 * math.sqrt(a) + 8.0) + 1)
     logp = -a + k * math.log(a) - np.array([math.lgamma(x + 1.0) for x in k])
     p = np.exp(logp)

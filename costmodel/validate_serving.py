@@ -50,7 +50,6 @@ import math
 from pathlib import Path
 from typing import Any
 
-import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
@@ -296,8 +295,7 @@ def _row_chip(row: ServingRow, host_us: tuple[float, float] | None = None, in_fl
     states (its `max_batch` and `memory_fraction` replace the profile's), its host time
     replaced by `host_us` (µs per step and per sequence) and its kernels' bytes in
     flight per parallel unit by `in_flight_kb` (kB) when given."""
-    from ._core.chip import DRAM
-    from .evaluation import apply_framework, apply_host
+    from .evaluation import allocate_dram, apply_framework, apply_host
     from .io import chip_info
 
     info = chip_info(row.chip)
@@ -306,9 +304,8 @@ def _row_chip(row: ServingRow, host_us: tuple[float, float] | None = None, in_fl
         info = apply_framework(info, row.framework)
     if row.max_batch is not None:
         info = dataclasses.replace(info, max_batch=row.max_batch)
-    if row.memory_fraction is not None:
-        capacity = bare.at[DRAM].multiply(row.memory_fraction)
-        info = dataclasses.replace(info, chip=eqx.tree_at(lambda c: c.tiers.capacity, info.chip, capacity))
+    if row.memory_fraction is not None:  # of the chip's own DRAM, not the profile's share of it
+        info = dataclasses.replace(info, chip=allocate_dram(info.chip, bare, row.memory_fraction))
     if host_us is not None:
         info = dataclasses.replace(info, chip=apply_host(info.chip, host_us))
     if in_flight_kb is not None:
