@@ -13,18 +13,22 @@ Variants (the rows as they are, every other term unchanged):
 - "Meta's FP8 as plain fp8": the `fp8-meta` rows (attention and tables in BF16) as `fp8`;
 - "vLLM V1 as vllm-0.6": the `vllm-v1` rows with vLLM 0.6's profile (as the fifth check
   scored them);
+- "V1 on ROCm as on CUDA": vLLM >= 0.8 on MI300X with the vllm-v1 profile itself, not its
+  ROCm variant vllm-v1-rocm (as the sixth check scored those rows);
 - "median ITL as mean TPOT": `tpot_statistic` ignored (a burst's mean TPOT compared);
 - "engines with all the memory": every profile's `memory_fraction` as 1 (vLLM's 90 %
   of each GPU's memory given to the cache's pool, undone).
 Each line: median and p90 absolute error of the scored figures (TPOT and throughput) over
 the held-out rows, over the burst rows alone, over the blind checks' rows, and over the
-fourth and fifth blind checks' (the fourth all bursts; the fifth mostly steady loads)."""
+fourth, fifth and sixth blind checks' (the fourth all bursts; the fifth mostly steady
+loads; the sixth NIM's closed loops, TensorRT-LLM's and AMD's bursts)."""
 
 import contextlib
 import dataclasses
 
 import costmodel.evaluation as evaluation
 import costmodel.validate_serving as vs
+from costmodel.io.frameworks import load_frameworks
 
 
 def _line(name: str, results: list[vs.ServingResult], burst_ids: set[str]) -> str:
@@ -37,9 +41,10 @@ def _line(name: str, results: list[vs.ServingResult], burst_ids: set[str]) -> st
     blind = [r for r in test if r.row.blind]
     fourth = [r for r in test if r.row.blind == "2026-12-05, fourth check"]
     fifth = [r for r in test if r.row.blind == "2026-12-05, fifth check"]
+    sixth = [r for r in test if r.row.blind == "2026-12-05, sixth check"]
     return (
         f"{name:26s} all {figs(test)}  bursts {figs(bursts)}  blind {figs(blind)}  "
-        f"fourth check {figs(fourth)}  fifth check {figs(fifth)}"
+        f"fourth check {figs(fourth)}  fifth check {figs(fifth)}  sixth check {figs(sixth)}"
     )
 
 
@@ -62,12 +67,13 @@ def main() -> None:
         "vLLM V1 as vllm-0.6": [
             dataclasses.replace(r, framework="vllm-0.6") if r.framework == "vllm-v1" else r for r in rows
         ],
+        "V1 on ROCm as on CUDA": rows,
         "median ITL as mean TPOT": [dataclasses.replace(r, tpot_statistic="mean") for r in rows],
         "engines with all the memory": rows,
     }
     print(f"{len(rows)} rows, {len(burst_ids)} of them bursts")
     for name, rs in variants.items():
-        with _all_the_memory(name == "engines with all the memory"):
+        with _all_the_memory(name == "engines with all the memory"), _v1_as_on_cuda(name == "V1 on ROCm as on CUDA"):
             results = vs.evaluate_serving_rows(rs)
         print(_line(name, results, burst_ids), flush=True)
 
@@ -78,6 +84,24 @@ def _all_the_memory(on: bool):
     original = evaluation.resolve_framework
     if on:
         evaluation.resolve_framework = lambda *a, **k: dataclasses.replace(original(*a, **k), memory_fraction=1.0)
+    try:
+        yield
+    finally:
+        evaluation.resolve_framework = original
+
+
+@contextlib.contextmanager
+def _v1_as_on_cuda(on: bool):
+    """vllm-v1 resolved to itself on every chip (no ROCm variant) while on."""
+    original = evaluation.resolve_framework
+    if on:
+
+        def resolve(name, chip_name, frameworks=None):
+            if name == "vllm-v1":
+                return load_frameworks()[name]
+            return original(name, chip_name, frameworks)
+
+        evaluation.resolve_framework = resolve
     try:
         yield
     finally:

@@ -161,8 +161,8 @@ def test_a_carried_value_must_match_its_source(tmp_path):
     from costmodel.io.frameworks import frameworks_path, load_frameworks
 
     text = frameworks_path().read_text()
-    # vllm-0.6 and the profiles that carry it (its ROCm variant, tgi, tgi-rocm, vllm-0.5)
-    assert text.count("host_step_us = 2535.7") == 5
+    # vllm-0.6 and the profiles that carry it (its ROCm variant, tgi, tgi-rocm, vllm-0.5, vllm-v1-rocm)
+    assert text.count("host_step_us = 2535.7") == 6
     bad = tmp_path / "frameworks.toml"
     i = text.index("host_step_us = 2535.7", text.index('[frameworks."vllm-0.6-rocm"]'))
     bad.write_text(text[:i] + "host_step_us = 2600.0" + text[i + len("host_step_us = 2535.7") :])
