@@ -1,7 +1,8 @@
 """What each serving term buys: the held-out serving figures of `costmodel validate
 --serving` with each part switched off in turn.
 
-    python benchmarks/serving_ablation.py > benchmarks/serving_ablation.txt   (~15 min on 2 cores)
+    python benchmarks/serving_ablation.py > benchmarks/serving_ablation.txt   (~40 min on 2 cores)
+    python benchmarks/serving_ablation.py model "prefill at the decode rate"   (those variants only)
 
 Variants (the rows as they are, every other term unchanged):
 - "model": as `costmodel validate --serving` scores them;
@@ -15,6 +16,8 @@ Variants (the rows as they are, every other term unchanged):
   scored them);
 - "V1 on ROCm as on CUDA": vLLM >= 0.8 on MI300X with the vllm-v1 profile itself, not its
   ROCm variant vllm-v1-rocm (as the sixth check scored those rows);
+- "prefill at the decode rate": every chip's `prefill_efficiency` as 1 (a burst's
+  prompts at the chip's own compute efficiency, as before 2026-12-05's calibration);
 - "median ITL as mean TPOT": `tpot_statistic` ignored (a burst's mean TPOT compared);
 - "engines with all the memory": every profile's `memory_fraction` as 1 (vLLM's 90 %
   of each GPU's memory given to the cache's pool, undone).
@@ -25,8 +28,10 @@ loads; the sixth NIM's closed loops, TensorRT-LLM's and AMD's bursts)."""
 
 import contextlib
 import dataclasses
+import sys
 
 import costmodel.evaluation as evaluation
+import costmodel.serving as serving
 import costmodel.validate_serving as vs
 from costmodel.io.frameworks import load_frameworks
 
@@ -42,10 +47,12 @@ def _line(name: str, results: list[vs.ServingResult], burst_ids: set[str]) -> st
     fourth = [r for r in test if r.row.blind == "2026-12-05, fourth check"]
     fifth = [r for r in test if r.row.blind == "2026-12-05, fifth check"]
     sixth = [r for r in test if r.row.blind == "2026-12-05, sixth check"]
-    return (
+    seventh = [r for r in test if r.row.blind == "2026-12-05, seventh check"]
+    line = (
         f"{name:26s} all {figs(test)}  bursts {figs(bursts)}  blind {figs(blind)}  "
         f"fourth check {figs(fourth)}  fifth check {figs(fifth)}  sixth check {figs(sixth)}"
     )
+    return line + (f"  seventh check {figs(seventh)}" if seventh else "")
 
 
 def main() -> None:
@@ -68,12 +75,23 @@ def main() -> None:
             dataclasses.replace(r, framework="vllm-0.6") if r.framework == "vllm-v1" else r for r in rows
         ],
         "V1 on ROCm as on CUDA": rows,
+        "prefill at the decode rate": rows,
         "median ITL as mean TPOT": [dataclasses.replace(r, tpot_statistic="mean") for r in rows],
         "engines with all the memory": rows,
     }
+    only = sys.argv[1:]
+    unknown = sorted(set(only) - set(variants))
+    if unknown:
+        raise SystemExit(f"serving_ablation.py: unknown variant(s) {unknown}: expected some of {list(variants)}")
     print(f"{len(rows)} rows, {len(burst_ids)} of them bursts")
     for name, rs in variants.items():
-        with _all_the_memory(name == "engines with all the memory"), _v1_as_on_cuda(name == "V1 on ROCm as on CUDA"):
+        if only and name not in only:
+            continue
+        with (
+            _all_the_memory(name == "engines with all the memory"),
+            _v1_as_on_cuda(name == "V1 on ROCm as on CUDA"),
+            _prefill_at_decode_rate(name == "prefill at the decode rate"),
+        ):
             results = vs.evaluate_serving_rows(rs)
         print(_line(name, results, burst_ids), flush=True)
 
@@ -106,6 +124,20 @@ def _v1_as_on_cuda(on: bool):
         yield
     finally:
         evaluation.resolve_framework = original
+
+
+@contextlib.contextmanager
+def _prefill_at_decode_rate(on: bool):
+    """`costmodel.serving.prompt_seconds` with the chip's prefill efficiency as 1 while on."""
+    original = serving.prompt_seconds
+    if on:
+        serving.prompt_seconds = lambda model, chip, **kw: original(
+            model, dataclasses.replace(chip, prefill_efficiency=1.0), **kw
+        )
+    try:
+        yield
+    finally:
+        serving.prompt_seconds = original
 
 
 if __name__ == "__main__":

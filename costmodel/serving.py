@@ -338,12 +338,13 @@ def prompt_seconds(
     """Time to prefill `batch` prompts of `prompt_tokens` tokens together, s, for each
     batch of `batches`: one step of `batch` sequences whose prompt tokens share each
     weight read (the step `disaggregated_prefill` prices for one prompt), on the split,
-    with `chip`'s framework profile (host time included) as it is."""
+    with `chip`'s framework profile (host time included) as it is, at the share of its
+    compute efficiency a pass of prompts alone reaches (`ChipInfo.prefill_efficiency`)."""
     m = model if isinstance(model, Model) else load_model(model)
     base = make_scenario(batch=1, context=prompt_tokens, weights=weights, kv=kv, dequant_ops=chip.dequant(weights))
     b = np.asarray(batches, dtype=float)
     workloads = [_prompt_workload(m, base, prompt_tokens, x, min(pipeline_parallel, x)) for x in b]
-    system = chip.chip.replace(tensor_parallel=tensor_parallel, pipeline_parallel=pipeline_parallel)
+    system = chip.prefill_chip().replace(tensor_parallel=tensor_parallel, pipeline_parallel=pipeline_parallel)
     stack = lambda xs: jax.tree.map(lambda *a: jnp.stack(a), *xs)
     from .io import economics_preset
 
@@ -563,8 +564,10 @@ def _weighted_median(pairs: list[tuple[float, float]], default: float) -> float:
 def disaggregated_prefill(m: Model, base, info: ChipInfo, prefill: Prefill, chips: int) -> Disaggregated:
     """The prefill of one prompt on `chips` chips of `info`'s kind, one tensor-parallel
     instance: a step of one sequence whose `prompt_tokens` queries share each KV read
-    of the prompt (causal: `prompt / 2` tokens of history on average), and the KV it
-    writes sent to the decode chips, each pool chip its share over its link.
+    of the prompt (causal: `prompt / 2` tokens of history on average), at the share of
+    the chip's compute efficiency a pass of prompts alone reaches
+    (`ChipInfo.prefill_efficiency`), and the KV it writes sent to the decode chips, each
+    pool chip its share over its link.
 
     References:
         Y. Zhong et al., "DistServe: Disaggregating Prefill and Decoding for
@@ -577,7 +580,7 @@ def disaggregated_prefill(m: Model, base, info: ChipInfo, prefill: Prefill, chip
         raise InputError(f"prefill_chips = {chips}: {problem}")
     prompt = float(prefill.prompt_tokens)
     w = _prompt_workload(m, base, prompt)
-    chip = info.chip.replace(tensor_parallel=chips, pipeline_parallel=1)
+    chip = info.prefill_chip().replace(tensor_parallel=chips, pipeline_parallel=1)
     traffic = lower_traffic(w)
     cost = decode_cost(w, chip, system_placement(info.placement, traffic, chip))
     if not bool(cost.feasible):

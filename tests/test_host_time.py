@@ -101,9 +101,20 @@ def test_serving_profiles_carry_their_fitted_host_time():
         chip = apply_framework(chip_info("a100-80gb-sxm"), name).chip
         assert float(chip.host_step) == pytest.approx(f.host[0] * 1e-6)
         assert float(chip.host_per_sequence) == pytest.approx(f.host[1] * 1e-6)
-    # Every fit row is named by its framework's profile, and no test row is.
-    fitted = {i for f in frameworks.values() for i in f.fitted_on}
+    # Every fit row is named by its framework's profile or by the chips' prefill
+    # calibration (benchmarks/prefill_calibration.py), and no test row is.
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "prefill_calibration", Path(__file__).resolve().parents[1] / "benchmarks" / "prefill_calibration.py"
+    )
+    assert spec is not None and spec.loader is not None
+    calibration = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(calibration)
+    fitted = {i for f in frameworks.values() for i in f.fitted_on} | set(calibration.ROWS)
     assert {r.id for r in rows.values() if r.status == "fit"} <= fitted
+    assert all(rows[i].status == "fit" for i in calibration.ROWS)
 
 
 @pytest.mark.parametrize(

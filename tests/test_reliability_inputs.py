@@ -118,6 +118,7 @@ _HF = {
 _CHIP_KNOWN = (
     {f.key for f in io.CHIP_SCHEMA}
     | set(io.chips.SYSTEM_FIELDS)
+    | set(io.chips.OPTIONAL_SYSTEM_FIELDS)
     | set(io.chips.STRINGS)
     | set(io.chips.SECTIONS)
     | {"sources"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -44,7 +45,7 @@ def _table(tmp_path: Path, *loads: str) -> Path:
 def test_shipped_table_loads_and_every_scored_row_has_a_load():
     rows = vs.load_serving_rows()
     test = [r for r in rows if r.status in ("test", "fit")]
-    assert len(rows) >= 30 and len(test) >= 20 and sum(r.status == "fit" for r in rows) == 9
+    assert len(rows) >= 30 and len(test) >= 20 and sum(r.status == "fit" for r in rows) == 16
     assert all(r.prompt_tokens and (r.concurrency or r.request_rate) for r in test)
     assert all(r.source and r.conditions for r in rows)
     assert all(r.reason for r in rows if r.status == "reference")
@@ -69,6 +70,25 @@ def test_rocm_variant_is_chosen_on_mi300x_and_its_fit_reproduces():
     row = fit_rows[0]
     tpots = [vs._at_load(row, *vs._curve(row, in_flight_kb=kb)).tpot_ms for kb in (2.0, 4.0, 8.0)]
     assert tpots[0] > tpots[1] > tpots[2]
+
+
+def test_vllm_v1_on_rocm_carries_the_rocm_build():
+    """vLLM >= 0.8 on MI300X resolves to vllm-v1-rocm, which carries vllm-0.6-rocm's
+    kernel concurrency and vLLM 0.6's host loop (nothing fitted); on CUDA chips it stays
+    vllm-v1 (no host time). A row of it is slower on MI300X than vllm-v1 itself would
+    price it, by the host time and the fewer bytes in flight."""
+    from costmodel.io.frameworks import load_frameworks, resolve_framework
+
+    frameworks = load_frameworks()
+    v1 = resolve_framework("vllm-v1", "mi300x", frameworks)
+    assert v1.name == "vllm-v1-rocm" and resolve_framework("vllm-v1", "h200-sxm", frameworks).name == "vllm-v1"
+    assert v1.fit == () and v1.fitted_on == ()
+    assert v1.host == frameworks["vllm-0.6"].host and frameworks["vllm-v1"].host is None
+    assert v1.multipliers[4] == frameworks["vllm-0.6-rocm"].multipliers[4] < frameworks["vllm-v1"].multipliers[4]
+    row = next(r for r in vs.load_serving_rows() if r.framework == "vllm-v1" and r.chip == "mi300x")
+    rocm = vs._at_load(dataclasses.replace(row, arrival="closed"), *vs._curve(row))
+    cuda = vs._at_load(dataclasses.replace(row, arrival="closed"), *vs._curve(row, (0.0, 0.0), 13.36))
+    assert rocm.tpot_ms > cuda.tpot_ms
 
 
 @pytest.mark.parametrize("name", ["lmdeploy-0.2", "vllm-v1"])

@@ -147,6 +147,9 @@ OMITTED_AT_ZERO = ("host_step_us", "host_per_sequence_us", "attention_kv_rereads
 SYSTEM_FIELDS = {"max_chips": "count"}
 """Top-level numbers that describe the system, not the `Chip` pytree (`ChipInfo`)."""
 
+OPTIONAL_SYSTEM_FIELDS = {"prefill_efficiency": "fraction"}
+"""Optional top-level numbers of the system (`ChipInfo`), with their kinds; absent: 1."""
+
 STRINGS = ("name", "source", "placement", "process")
 SECTIONS = ("sram", "pim", "dram")
 
@@ -176,6 +179,7 @@ def _kinds(section: str | None) -> tuple[dict[str, str], dict[str, str]]:
     optional = {f.key: f.kind for f in fields if f.default is not None or f.key in DERIVED}
     if section is None:
         required = {**required, **SYSTEM_FIELDS}
+        optional = {**optional, **OPTIONAL_SYSTEM_FIELDS}
     return required, optional
 
 
@@ -264,7 +268,15 @@ def chip_from_table(t: dict[str, Any], where: str, name: str) -> ChipInfo:
     values[("energy_per_flop",)] = [e16 * s for s in FLOP_ENERGY_SCALE]
     tier_names = {p[1]: v for p, v in values.items() if p[0] == "tiers"}
     chip = make_chip(**tier_names, **{p[0]: v for p, v in values.items() if p[0] != "tiers"})
-    return ChipInfo(chip, placement, int(t["max_chips"]), name, t.get("source", ""), t.get("name", name))
+    return ChipInfo(
+        chip,
+        placement,
+        int(t["max_chips"]),
+        name,
+        t.get("source", ""),
+        t.get("name", name),
+        prefill_efficiency=float(t.get("prefill_efficiency", 1.0)),
+    )
 
 
 def _round(x: float) -> float:
@@ -338,7 +350,11 @@ class ChipInfo:
     scheduler cap (vLLM's `--max-num-seqs`), set by `apply_framework`; None: only the
     memory limits the batch (`costmodel.serving.serve`). `dequant_ops`: a framework's
     (format, instructions per weight element) to unpack its quantised weights, set by
-    `apply_framework` (`Scenario.weight_dequant_ops`); empty: formats used as stored."""
+    `apply_framework` (`Scenario.weight_dequant_ops`); empty: formats used as stored.
+    `prefill_efficiency`: the share of the chip's compute efficiency that a pass
+    prefilling prompts alone reaches (a burst's admissions, a disaggregated prefill
+    pool: `costmodel.serving.prompt_seconds`), in (0, 1]; the chip file's optional
+    field, 1 where absent (a chip file written by `chip_table` leaves it out)."""
 
     chip: Chip
     placement: str
@@ -348,10 +364,16 @@ class ChipInfo:
     label: str = ""
     max_batch: int | None = None
     dequant_ops: tuple[tuple[str, float], ...] = ()
+    prefill_efficiency: float = 1.0
 
     def dequant(self, weights: str) -> float:
         """Instructions per weight element the system's kernels spend unpacking `weights`."""
         return dict(self.dequant_ops).get(weights, 0.0)
+
+    def prefill_chip(self) -> Chip:
+        """The chip as a pass that prefills prompts alone runs it: its compute efficiency
+        times `prefill_efficiency`."""
+        return self.chip.replace(compute_efficiency=self.chip.compute_efficiency * self.prefill_efficiency)
 
 
 def chip_presets() -> dict[str, dict[str, Any]]:
