@@ -10,9 +10,12 @@ prompt on the row's chip and engine profile (`costmodel.serving.prompt_seconds`,
 chip's own compute efficiency and a prefill efficiency of 1, as a burst's admissions
 are priced); a chip's prefill efficiency is the one at which the median of its rows'
 ratios is 1 (Brent's method; not all of a prefill is compute: its all-reduces and the
-engine's host step are not, so it is below 1 / the median at 1). The rows
-are marked `status = "fit"` in data/measurements/serving.toml (their TTFT is not a scored
-figure, but their throughput includes it). Chosen on 2026-12-05 after the sixth blind
+engine's host step are not, so it is below 1 / the median at 1). TTFT is not a scored
+figure; the rows that are bursts of one request are marked `status = "fit"` in
+data/measurements/serving.toml, as their scored throughput includes their prefill as
+`prompt_seconds` prices it. The steady (closed-loop) rows' scored figures do not use the
+value (a steady load's prompts are chunks of its decode steps), and they stay "test":
+H100's value comes from two such rows, so no H100 row is fitted by it. Chosen on 2026-12-05 after the sixth blind
 check's score, from every single-request row of the table with such a prompt and a TTFT:
 two on H100 (NIM 1.8's 5,000-token run, AccelMark's 28,635-token vLLM 0.7.3 run), six on
 8 x MI300X (dstack's TGI runs of 1,000-64,000 tokens and its vLLM 0.6.3 run of 10,000)."""

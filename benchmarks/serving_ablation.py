@@ -15,7 +15,8 @@ Variants (the rows as they are, every other term unchanged):
 - "vLLM V1 as vllm-0.6": the `vllm-v1` rows with vLLM 0.6's profile (as the fifth check
   scored them);
 - "V1 on ROCm as on CUDA": vLLM >= 0.8 on MI300X with the vllm-v1 profile itself, not its
-  ROCm variant vllm-v1-rocm (as the sixth check scored those rows);
+  ROCm variant vllm-v1-rocm (every other term as it is, the chips' prefill efficiency
+  among them: the sixth check's score had neither);
 - "prefill at the decode rate": every chip's `prefill_efficiency` as 1 (a burst's
   prompts at the chip's own compute efficiency, as before 2026-12-05's calibration);
 - "median ITL as mean TPOT": `tpot_statistic` ignored (a burst's mean TPOT compared);
@@ -23,8 +24,9 @@ Variants (the rows as they are, every other term unchanged):
   of each GPU's memory given to the cache's pool, undone).
 Each line: median and p90 absolute error of the scored figures (TPOT and throughput) over
 the held-out rows, over the burst rows alone, over the blind checks' rows, and over the
-fourth, fifth and sixth blind checks' (the fourth all bursts; the fifth mostly steady
-loads; the sixth NIM's closed loops, TensorRT-LLM's and AMD's bursts)."""
+fourth to seventh blind checks' (the fourth all bursts; the fifth mostly steady loads;
+the sixth NIM's closed loops, TensorRT-LLM's and AMD's bursts; the seventh, scored after
+the last change, mostly vLLM 0.4-0.7)."""
 
 import contextlib
 import dataclasses

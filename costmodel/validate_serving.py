@@ -38,7 +38,9 @@ Scored (`status = "test"`): TPOT and throughput, each a relative error; TTFT is 
 but not scored: under load it is queueing, which the model does not contain (a
 steady-state step time is not a waiting time). Rows marked `fit` are those a serving
 engine's profile was fitted on: its host times (`fit_host`, two rows) or its kernels'
-bytes in flight (`fit_in_flight`, one row); they are shown, not scored. Rows marked
+bytes in flight (`fit_in_flight`, one row); and bursts of one request whose time to
+first token calibrates their chip's `prefill_efficiency`
+(benchmarks/prefill_calibration.py); they are shown, not scored. Rows marked
 `blind` were gathered for a blind check (every check's rows together, `summary`'s
 "blind"); BENCHMARKS.md records each check's one blind score.
 """
@@ -389,8 +391,9 @@ def _burst(row: ServingRow, host_us: tuple[float, float] | None = None) -> Servi
     most = float(min(row.concurrency, slots))
     admitted = np.unique(np.append(np.geomspace(1, most, 12).round(), most))
     # A profile's compute efficiency is fitted on, and prices, decode steps; a batch of
-    # prompts runs its GEMMs over many rows at the chip's own rate (as `costmodel
-    # validate` prices a static batch's prefill).
+    # prompts runs its GEMMs over many rows at the chip's own rate, times the share of it
+    # a pass of prompts alone reaches (`ChipInfo.prefill_efficiency`, which `prompt_seconds`
+    # applies; `costmodel validate` prices a static batch's prefill at the chip's own rate).
     info = _row_chip(row, host_us)
     own = chip_info(row.chip).chip.compute_efficiency
     pre = prompt_seconds(

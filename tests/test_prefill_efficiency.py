@@ -12,7 +12,7 @@ import pytest
 import tomllib
 
 from costmodel.io import InputError, chip_info
-from costmodel.io.chips import chip_from_table, chip_presets
+from costmodel.io.chips import chip_presets
 from costmodel.serving import prompt_seconds, serve
 
 
@@ -25,17 +25,21 @@ def _prefill(info, prompt, batches=(1.0,), tp=1):
     )
 
 
-def test_absent_it_is_one_and_one_leaves_the_prefill_as_it_was():
-    """A chip file without the field reads as 1, and at 1 a prefill is priced on the
-    chip as it is (the compute efficiency unchanged): today's figures."""
+def test_absent_it_is_one_and_it_scales_only_the_compute_efficiency():
+    """A chip file without the field reads as 1, and at 1 a prefill is priced on the chip
+    as it is (today's figures); at e it is priced exactly as the chip with e times its
+    compute efficiency (no other field moves)."""
     a100 = chip_info("a100-80gb-sxm")
     assert "prefill_efficiency" not in chip_presets()["a100-80gb-sxm"] and a100.prefill_efficiency == 1.0
     assert a100.prefill_chip() == a100.chip
     h100 = chip_info("h100-sxm")
-    one = dataclasses.replace(h100, prefill_efficiency=1.0)
-    plain = dataclasses.replace(h100, chip=h100.chip, prefill_efficiency=1.0)
-    assert one.prefill_chip() == h100.chip
-    np.testing.assert_array_equal(_prefill(one, 4096.0), _prefill(plain, 4096.0))
+    e = h100.prefill_efficiency
+    at_e = _prefill(h100, 4096.0, batches=(1.0, 4.0))
+    slower = dataclasses.replace(
+        h100, chip=h100.chip.replace(compute_efficiency=h100.chip.compute_efficiency * e), prefill_efficiency=1.0
+    )
+    np.testing.assert_allclose(at_e, _prefill(slower, 4096.0, batches=(1.0, 4.0)), rtol=1e-6)
+    assert not np.allclose(at_e, _prefill(dataclasses.replace(h100, prefill_efficiency=1.0), 4096.0, (1.0, 4.0)))
 
 
 def test_a_lower_efficiency_slows_a_long_prompt_by_its_share_and_a_short_one_little():
@@ -78,16 +82,41 @@ def test_disaggregated_prefill_pools_use_it():
     assert slow.ttft > fast.ttft and slow.tpot == pytest.approx(fast.tpot, rel=1e-9)
 
 
-@pytest.mark.parametrize("bad", [0.0, -0.1, 1.5, "x"])
-def test_a_bad_value_names_the_file_and_field(bad):
-    table = dict(chip_presets()["h100-sxm"], prefill_efficiency=bad)
-    with pytest.raises(InputError, match=r"chips.toml.*prefill_efficiency"):
-        chip_from_table(table, "chips.toml: chips.h100-sxm", "h100-sxm")
+@pytest.mark.parametrize("bad", ["0.0", "-0.1", "1.5", '"x"'])
+def test_a_bad_value_in_a_chip_file_names_the_file_field_and_value(tmp_path, bad):
+    text = (ROOT / "data" / "chips.toml").read_text()
+    table = tomllib.loads(text)["chips"]["h100-sxm"]
+    import tomli_w
+
+    path = tmp_path / "mychip.toml"
+    path.write_text(tomli_w.dumps({**table, "prefill_efficiency": tomllib.loads(f"v = {bad}")["v"]}))
+    with pytest.raises(InputError, match=r"mychip.toml.*'prefill_efficiency' = .*expected"):
+        chip_info(str(path))
 
 
-def test_the_calibration_reproduces_the_h100_value():
-    """`benchmarks/prefill_calibration.py`'s solve on H100's two rows gives the file's
-    value (the median of measured / modelled TTFT is 1 there)."""
+def test_a_serving_row_keeps_its_chips_value_and_a_burst_of_one_moves_with_it():
+    """Through a row's framework profile (`validate_serving._row_chip`) the chip keeps its
+    prefill efficiency, and a burst of one long prompt is slower at the chip's value
+    than at 1 (its throughput counts the prefill)."""
+    import costmodel.validate_serving as vs
+
+    rows = {r.id: r for r in vs.load_serving_rows()}
+    row = rows["dstack-mi300x8-tp8-tgi-llama31-405b-bf16-in16000-single"]
+    assert row.arrival == "burst" and vs._row_chip(row).prefill_efficiency == chip_info("mi300x").prefill_efficiency
+    at_value = vs.evaluate_serving_row(row)
+    original = vs._row_chip
+    try:
+        vs._row_chip = lambda r, *a, **k: dataclasses.replace(original(r, *a, **k), prefill_efficiency=1.0)
+        at_one = vs.evaluate_serving_row(row)
+    finally:
+        vs._row_chip = original
+    assert at_value.ttft_ms > 2.0 * at_one.ttft_ms
+    assert at_value.output_tokens_per_second < at_one.output_tokens_per_second
+
+
+def test_the_calibration_reproduces_the_files_values():
+    """`benchmarks/prefill_calibration.py`'s solve: at the file's value the median of
+    measured / modelled TTFT is 1 on H100's rows and on MI300X's; h200-sxm is h100-sxm's."""
     spec = importlib.util.spec_from_file_location("prefill_calibration", ROOT / "benchmarks" / "prefill_calibration.py")
     assert spec is not None and spec.loader is not None
     cal = importlib.util.module_from_spec(spec)
@@ -95,8 +124,10 @@ def test_the_calibration_reproduces_the_h100_value():
     import costmodel.validate_serving as vs
 
     by_id = {r.id: r for r in vs.load_serving_rows()}
-    rows = [by_id[i] for i in cal.ROWS if by_id[i].chip == "h100-sxm"]
-    assert len(rows) == 2 and all(r.status == "fit" for r in rows)
-    value = tomllib.loads((ROOT / "data" / "chips.toml").read_text())["chips"]["h100-sxm"]["prefill_efficiency"]
-    ratios = [cal.ratio(r, value) for r in rows]
-    assert float(np.median(ratios)) == pytest.approx(1.0, abs=0.01)
+    chips = tomllib.loads((ROOT / "data" / "chips.toml").read_text())["chips"]
+    assert chips["h200-sxm"]["prefill_efficiency"] == chips["h100-sxm"]["prefill_efficiency"]
+    for name, count in (("h100-sxm", 2), ("mi300x", 6)):
+        rows = [by_id[i] for i in cal.ROWS if by_id[i].chip == name]
+        assert len(rows) == count
+        ratios = [cal.ratio(r, chips[name]["prefill_efficiency"]) for r in rows]
+        assert float(np.median(ratios)) == pytest.approx(1.0, abs=0.01)

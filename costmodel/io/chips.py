@@ -288,7 +288,9 @@ def chip_table(
     chip: Chip, *, name: str, source: str, placement: str, max_chips: int, sources: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """A chip as a chip-file table (file units, six significant digits), the inverse of
-    `chip_from_table`.
+    `chip_from_table` for the `Chip` and the descriptive fields (the optional system
+    field `prefill_efficiency`, a `ChipInfo`'s, is not written: a file written here reads
+    back at 1).
 
     Args:
         chip: one chip (no batch axes).
