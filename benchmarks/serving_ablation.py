@@ -31,6 +31,7 @@ the last change, mostly vLLM 0.4-0.7)."""
 import contextlib
 import dataclasses
 import sys
+from unittest import mock
 
 import costmodel.evaluation as evaluation
 import costmodel.serving as serving
@@ -98,48 +99,47 @@ def main() -> None:
         print(_line(name, results, burst_ids), flush=True)
 
 
-@contextlib.contextmanager
+def _patched(on: bool, target, name: str, wrap):
+    """`target.name` replaced by `wrap(original)` while on (a null context when off)."""
+    if not on:
+        return contextlib.nullcontext()
+    return mock.patch.object(target, name, wrap(getattr(target, name)))
+
+
 def _all_the_memory(on: bool):
     """Every framework profile as resolved with `memory_fraction = 1` while on."""
-    original = evaluation.resolve_framework
-    if on:
-        evaluation.resolve_framework = lambda *a, **k: dataclasses.replace(original(*a, **k), memory_fraction=1.0)
-    try:
-        yield
-    finally:
-        evaluation.resolve_framework = original
+    return _patched(
+        on,
+        evaluation,
+        "resolve_framework",
+        lambda original: lambda *a, **k: dataclasses.replace(original(*a, **k), memory_fraction=1.0),
+    )
 
 
-@contextlib.contextmanager
 def _v1_as_on_cuda(on: bool):
     """vllm-v1 resolved to itself on every chip (no ROCm variant) while on."""
-    original = evaluation.resolve_framework
-    if on:
-
-        def resolve(name, chip_name, frameworks=None):
-            if name == "vllm-v1":
-                return load_frameworks()[name]
-            return original(name, chip_name, frameworks)
-
-        evaluation.resolve_framework = resolve
-    try:
-        yield
-    finally:
-        evaluation.resolve_framework = original
+    return _patched(
+        on,
+        evaluation,
+        "resolve_framework",
+        lambda original: (
+            lambda name, chip_name, frameworks=None: (
+                load_frameworks()[name] if name == "vllm-v1" else original(name, chip_name, frameworks)
+            )
+        ),
+    )
 
 
-@contextlib.contextmanager
 def _prefill_at_decode_rate(on: bool):
     """`costmodel.serving.prompt_seconds` with the chip's prefill efficiency as 1 while on."""
-    original = serving.prompt_seconds
-    if on:
-        serving.prompt_seconds = lambda model, chip, **kw: original(
-            model, dataclasses.replace(chip, prefill_efficiency=1.0), **kw
-        )
-    try:
-        yield
-    finally:
-        serving.prompt_seconds = original
+    return _patched(
+        on,
+        serving,
+        "prompt_seconds",
+        lambda original: (
+            lambda model, chip, **kw: original(model, dataclasses.replace(chip, prefill_efficiency=1.0), **kw)
+        ),
+    )
 
 
 if __name__ == "__main__":
