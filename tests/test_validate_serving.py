@@ -87,7 +87,9 @@ def test_vllm_v1_on_rocm_carries_the_rocm_build():
     assert v1.multipliers[4] == frameworks["vllm-0.6-rocm"].multipliers[4] < frameworks["vllm-v1"].multipliers[4]
     row = next(r for r in vs.load_serving_rows() if r.framework == "vllm-v1" and r.chip == "mi300x")
     rocm = vs._at_load(dataclasses.replace(row, arrival="closed"), *vs._curve(row))
-    cuda = vs._at_load(dataclasses.replace(row, arrival="closed"), *vs._curve(row, (0.0, 0.0), 13.36))
+    cuda = vs._at_load(
+        dataclasses.replace(row, arrival="closed"), *vs._curve(row, (0.0, 0.0), frameworks["vllm-v1"].multipliers[4])
+    )
     assert rocm.tpot_ms > cuda.tpot_ms
 
 
