@@ -19,14 +19,17 @@ Variants (the rows as they are, every other term unchanged):
   among them: the sixth check's score had neither);
 - "prefill at the decode rate": every chip's `prefill_efficiency` as 1 (a burst's
   prompts at the chip's own compute efficiency, as before 2026-12-05's calibration);
+- "TensorRT-LLM >= 0.7 unbounded": the trt-llm-0.7 profile without its bytes in flight
+  (fitted after the sixth check; every stream at the chip's own efficiency, as before);
 - "median ITL as mean TPOT": `tpot_statistic` ignored (a burst's mean TPOT compared);
 - "engines with all the memory": every profile's `memory_fraction` as 1 (vLLM's 90 %
   of each GPU's memory given to the cache's pool, undone).
 Each line: median and p90 absolute error of the scored figures (TPOT and throughput) over
 the held-out rows, over the burst rows alone, over the blind checks' rows, and over the
 fourth to seventh blind checks' (the fourth all bursts; the fifth mostly steady loads;
-the sixth NIM's closed loops, TensorRT-LLM's and AMD's bursts; the seventh, scored after
-the last change, mostly vLLM 0.4-0.7)."""
+the sixth NIM's closed loops, TensorRT-LLM's and AMD's bursts; the seventh mostly vLLM
+0.4-0.7; the eighth bursts of TensorRT-LLM 0.5-0.8 and vLLM 0.6-0.10, scored after
+trt-llm-0.7's bytes in flight)."""
 
 import contextlib
 import dataclasses
@@ -36,7 +39,7 @@ from unittest import mock
 import costmodel.evaluation as evaluation
 import costmodel.serving as serving
 import costmodel.validate_serving as vs
-from costmodel.io.frameworks import load_frameworks
+from costmodel.io.frameworks import PROFILE_FIELDS, UNBOUNDED_IN_FLIGHT_KB, load_frameworks
 
 
 def _line(name: str, results: list[vs.ServingResult], burst_ids: set[str]) -> str:
@@ -51,11 +54,12 @@ def _line(name: str, results: list[vs.ServingResult], burst_ids: set[str]) -> st
     fifth = [r for r in test if r.row.blind == "2026-12-05, fifth check"]
     sixth = [r for r in test if r.row.blind == "2026-12-05, sixth check"]
     seventh = [r for r in test if r.row.blind == "2026-12-05, seventh check"]
+    eighth = [r for r in test if r.row.blind == "2026-12-05, eighth check"]
     line = (
         f"{name:26s} all {figs(test)}  bursts {figs(bursts)}  blind {figs(blind)}  "
         f"fourth check {figs(fourth)}  fifth check {figs(fifth)}  sixth check {figs(sixth)}"
     )
-    return line + (f"  seventh check {figs(seventh)}" if seventh else "")
+    return line + "".join(f"  {n} check {figs(rs)}" for n, rs in (("seventh", seventh), ("eighth", eighth)) if rs)
 
 
 def main() -> None:
@@ -79,6 +83,7 @@ def main() -> None:
         ],
         "V1 on ROCm as on CUDA": rows,
         "prefill at the decode rate": rows,
+        "TensorRT-LLM >= 0.7 unbounded": rows,
         "median ITL as mean TPOT": [dataclasses.replace(r, tpot_statistic="mean") for r in rows],
         "engines with all the memory": rows,
     }
@@ -94,6 +99,7 @@ def main() -> None:
             _all_the_memory(name == "engines with all the memory"),
             _v1_as_on_cuda(name == "V1 on ROCm as on CUDA"),
             _prefill_at_decode_rate(name == "prefill at the decode rate"),
+            _unbounded("trt-llm-0.7", name == "TensorRT-LLM >= 0.7 unbounded"),
         ):
             results = vs.evaluate_serving_rows(rs)
         print(_line(name, results, burst_ids), flush=True)
@@ -114,6 +120,23 @@ def _all_the_memory(on: bool):
         "resolve_framework",
         lambda original: lambda *a, **k: dataclasses.replace(original(*a, **k), memory_fraction=1.0),
     )
+
+
+def _unbounded(framework: str, on: bool):
+    """`framework` resolved with no bytes-in-flight bound (`UNBOUNDED_IN_FLIGHT_KB`) while on."""
+
+    def wrap(original):
+        def resolve(*a, **k):
+            f = original(*a, **k)
+            if f.name != framework:
+                return f
+            m = list(f.multipliers)
+            m[PROFILE_FIELDS.index("bytes_in_flight_KB")] = UNBOUNDED_IN_FLIGHT_KB
+            return dataclasses.replace(f, multipliers=tuple(m))
+
+        return resolve
+
+    return _patched(on, evaluation, "resolve_framework", wrap)
 
 
 def _v1_as_on_cuda(on: bool):
