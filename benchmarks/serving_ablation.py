@@ -26,7 +26,7 @@ Variants (the rows as they are, every other term unchanged):
   of each GPU's memory given to the cache's pool, undone).
 Each line: median and p90 absolute error of the scored figures (TPOT and throughput) over
 the held-out rows, over the burst rows alone, over the blind checks' rows, and over the
-fourth to seventh blind checks' (the fourth all bursts; the fifth mostly steady loads;
+fourth to eighth blind checks' (the fourth all bursts; the fifth mostly steady loads;
 the sixth NIM's closed loops, TensorRT-LLM's and AMD's bursts; the seventh mostly vLLM
 0.4-0.7; the eighth bursts of TensorRT-LLM 0.5-0.8 and vLLM 0.6-0.10, scored after
 trt-llm-0.7's bytes in flight)."""

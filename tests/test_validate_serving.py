@@ -97,7 +97,8 @@ def test_vllm_v1_on_rocm_carries_the_rocm_build():
 def test_in_flight_profile_fit_reproduces_and_holds_out_the_rest(name):
     """LMDeploy 0.2's TurboMind kernels, vLLM's V1 engine and TensorRT-LLM >= 0.7: one
     number (bytes in flight per SM) fitted on one row (`fit_in_flight`) reproduces the
-    file's value; the engine's other rows are scored."""
+    file's value; the engine's other rows are scored (or, TensorRT-LLM's, shown as
+    reference rows)."""
     from costmodel.io.frameworks import load_frameworks
 
     profile = load_frameworks()[name]
@@ -105,8 +106,10 @@ def test_in_flight_profile_fit_reproduces_and_holds_out_the_rest(name):
     rows = [r for r in vs.load_serving_rows() if r.framework == name]
     fit_rows = [r for r in rows if r.id in profile.fitted_on]
     assert len(fit_rows) == 1 and all(r.status == "fit" for r in fit_rows)
-    assert [r.id for r in rows if r.status == "fit"] == [fit_rows[0].id]  # the rest scored or shown
-    assert sum(r.status == "test" for r in rows) >= 4
+    rest = [r for r in rows if r.id != fit_rows[0].id]
+    assert all(r.status in ("test", "reference") for r in rest) and sum(r.status == "test" for r in rest) >= 4
+    if name != "trt-llm-0.7":  # its MLPerf, v1.0 and TTFT-only rows are shown, not scored
+        assert all(r.status == "test" for r in rest)
     assert vs.fit_in_flight(fit_rows) == pytest.approx(profile.multipliers[4], rel=0.01)
 
 
