@@ -241,6 +241,7 @@ def _changed(base: np.ndarray, new: np.ndarray) -> bool:
 
 
 @pytest.mark.parametrize("name", [*sorted(chip_presets()), *sorted(calibrated_chips())])
+@pytest.mark.slow
 def test_every_chip_leaf_is_live_or_listed_inert(name):
     chip, entries, table = _outputs()[name]
     base = table[0]

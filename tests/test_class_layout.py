@@ -73,6 +73,7 @@ def test_dense_profile_is_the_same_to_block_rounding(x64, chip, policy):
         np.testing.assert_allclose(b.joules_per_token, a.joules_per_token, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_gradients_agree_between_layouts_under_dram(x64):
     """d seconds / d (context, top-k budget, recent fraction): the same through both layouts."""
     e = cm.evaluate("llama-3-8b", "h100-sxm", batch=8, context=16384, profile="topk")

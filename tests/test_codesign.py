@@ -59,6 +59,7 @@ def _fixed_design(problem, compute=0.04, rho=0.5):
     return design_logits(compute, rho, float(problem.n_stacks), problem.tech, problem.econ)
 
 
+@pytest.mark.slow
 def test_placement_optimiser_matches_the_water_filling_closed_form():
     problem, w = _parallel_tier_problem()
     area_logits = _fixed_design(problem)
@@ -141,6 +142,7 @@ def chat_report():
     return codesign_report(problem, names)
 
 
+@pytest.mark.slow
 def test_gradient_design_meets_the_grid_with_twenty_times_fewer_evaluations(chat_report):
     r = chat_report
     assert r["gap"] <= 0.01
@@ -160,6 +162,7 @@ def test_gradient_design_meets_the_grid_with_twenty_times_fewer_evaluations(chat
             assert sum(fractions.values()) == pytest.approx(1, abs=1e-5)
 
 
+@pytest.mark.slow
 def test_optimize_json_keys(chat_report):
     for key in ("design", "objective", "evaluations", "seconds", "baseline", "gap"):
         assert key in chat_report
@@ -187,6 +190,7 @@ def test_infeasible_requests_are_clear_errors(args, needle, capsys):
     assert needle in err and "Traceback" not in err and "nan" not in err.lower()
 
 
+@pytest.mark.slow
 def test_the_grid_covers_the_ends_of_every_design_variable_exactly():
     """Grid designs at the ends of a range are exactly there (the one fractions -> logits
     rule): no SRAM, no PIM die or all PIM dies, not a sliver of 1e-12."""
@@ -211,6 +215,7 @@ def test_the_deprecated_area_flag_says_so_on_stderr(capsys):
     assert "--logic-area-mm2 50" in lines[0]
 
 
+@pytest.mark.slow
 def test_status_is_an_enumeration_and_feasible_follows_it():
     problem, _ = _parallel_tier_problem()
     base = cd.grid_baseline(problem, step=0.5)

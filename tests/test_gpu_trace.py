@@ -83,6 +83,7 @@ def test_gpu_trace_calibration_needs_the_device_memory(tmp_path, capsys):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_h200_fit_reproduces_the_benchmarks_figures(tmp_path):
     """`BENCHMARKS.md`: fitted on the microbenchmarks, 16.7 % held-out on the 10 decode
     steps (the roofline: 120 %), the DRAM capacity the one given, and the loop's per-call

@@ -87,6 +87,7 @@ def test_gradient_wrt_every_chip_parameter_matches_finite_differences(x64):
         np.testing.assert_allclose(analytic, fd, rtol=2e-4, atol=1e-7, err_msg=f"chip leaf {k}")
 
 
+@pytest.mark.slow
 def test_gradient_wrt_placement_logits_matches_finite_differences(x64):
     w, chip, logits = _workload(), _chip(), _logits()
     g = jax.grad(lambda lg: _objective(chip, lg, w))(logits)

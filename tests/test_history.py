@@ -53,6 +53,7 @@ PIM ALUs' own energy): left out of the comparison."""
 
 
 @pytest.mark.skipif(not GOLDEN.exists(), reason="golden file not generated")
+@pytest.mark.slow
 def test_dense_profile_reproduces_the_model_before_buckets(x64):
     """Every preset, three models (dense, sliding-window, MoE), two scenarios, four
     policies: the costs of commit 2bf9817 (`tests/data/make_dense_golden.py`)."""
@@ -258,6 +259,7 @@ def test_gradients_wrt_profile_logits_and_capacity_match_finite_differences(x64)
         np.testing.assert_allclose(g_logits[idx], want, rtol=1e-4, atol=1e-10)
 
 
+@pytest.mark.slow
 def test_jit_vmap_and_grad_agree_over_profiles():
     profiles = [cm.AccessProfile(), TOPK, WINDOW_SINKS, HEAVY]
     stacked = jax.tree.map(lambda *x: jnp.stack(x), *profiles)

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from costmodel.cli import main
 
 
@@ -31,6 +33,7 @@ def _cli_examples():
                 yield line
 
 
+@pytest.mark.slow
 def test_cli_examples_run_in_order(tmp_path, monkeypatch, capsys):
     # In a scratch folder (outputs land there) that sees the repository's data/.
     repo = Path(__file__).resolve().parents[1]

@@ -93,6 +93,7 @@ def _bits(r: cd.Result) -> tuple:
     return tuple(np.asarray(a).tobytes() for a in arrays) + (r.polished_by, r.feasible, r.evaluations)
 
 
+@pytest.mark.slow
 def test_optimize_is_bit_identical_for_a_seed():
     problem = _problem()
     run = lambda seed: _bits(cd.optimize(problem, restarts=2, steps=4, seed=seed))

@@ -13,6 +13,9 @@ from costmodel.codesign.grid import _policy_at
 from costmodel.io import InputError
 
 
+pytestmark = pytest.mark.slow  # minutes: serving curves over whole batch grids (tests/conftest.py)
+
+
 def _problem(tpot=0.03, model="llama-3-8b"):
     return cd.build_problem(model, objective="serving", tpot_target=tpot)[0]
 

@@ -364,6 +364,7 @@ def test_a_context_beyond_1e12_tokens_is_a_spec_error(tmp_path, capsys):
 # --- chaos ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_chaos_kill_damage_resume(ref, tmp_path):
     """10 seeded trials: kill -9 at a random moment, damage a random kept chunk, resume."""
     work, env, spec, folder, want = ref

@@ -4,6 +4,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import costmodel as cm
 
@@ -34,6 +35,7 @@ def test_jit_equals_eager_equals_vmap():
             np.testing.assert_allclose(a, v[i], rtol=2e-5)
 
 
+@pytest.mark.slow
 def test_grad_of_vmap_equals_vmap_of_grad():
     cases = _cases(4, seed=1)
     f = lambda w, c, lg: jnp.log(_cost(w, c, lg).seconds_per_step)
