@@ -20,7 +20,8 @@ Variants (the rows as they are, every other term unchanged):
 - "prefill at the decode rate": every chip's `prefill_efficiency` as 1 (a burst's
   prompts at the chip's own compute efficiency, as before 2026-12-05's calibration);
 - "TensorRT-LLM >= 0.7 unbounded": the trt-llm-0.7 profile without its bytes in flight
-  (fitted after the sixth check; every stream at the chip's own efficiency, as before);
+  (fitted on a sixth-check row after the seventh check's score; every stream at the
+  chip's own efficiency, as before);
 - "median ITL as mean TPOT": `tpot_statistic` ignored (a burst's mean TPOT compared);
 - "engines with all the memory": every profile's `memory_fraction` as 1 (vLLM's 90 %
   of each GPU's memory given to the cache's pool, undone).
