@@ -511,13 +511,14 @@ def allocate_dram(chip: Chip, capacity, fraction: float) -> Chip:
     return eqx.tree_at(lambda c: c.tiers.capacity, chip, jnp.asarray(capacity).at[DRAM].multiply(fraction))
 
 
-def apply_framework(info: ChipInfo, framework: str) -> ChipInfo:
+def apply_framework(info: ChipInfo, framework: str, frameworks: dict[str, Framework] | None = None) -> ChipInfo:
     """A `ChipInfo` whose chip has the framework profile applied (for `evaluate`): its
     multipliers, kernel concurrency and GEMMs' half-rate rows (`apply_multipliers`), its host time
     (`apply_host`), its attention kernels' K/V re-reads (`Chip.attention_kv_rereads`), and its
     scheduler's batch cap (`ChipInfo.max_batch`, for `serve`), and its kernels' instructions to
-    unpack quantised weights (`ChipInfo.dequant_ops`)."""
-    f = resolve_framework(framework, info.name)
+    unpack quantised weights (`ChipInfo.dequant_ops`). `frameworks`: the profiles to
+    take it from (default data/frameworks.toml)."""
+    f = resolve_framework(framework, info.name, frameworks)
     chip = apply_profile_fields(apply_multipliers(info.chip, jnp.log(jnp.asarray(f.multipliers, dtype=float))), f)
     caps = [c for c in (info.max_batch, f.max_batch) if c is not None]
     cap = min(caps) if caps else None

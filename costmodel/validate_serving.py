@@ -50,7 +50,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax.numpy as jnp
 import numpy as np
@@ -59,6 +59,10 @@ from .io import InputError
 from .io.files import row_tables
 from .io.measurements import serving_table_path
 from .io.schema import check_table
+
+
+if TYPE_CHECKING:
+    from .io.frameworks import Framework
 
 
 TARGET = 0.15
@@ -121,8 +125,11 @@ class ServingRow:
     memory_fraction: float | None = None
 
 
-def load_serving_rows(path: Path | str | None = None) -> list[ServingRow]:
-    """The serving table, validated.
+def load_serving_rows(
+    path: Path | str | None = None, frameworks: dict[str, Framework] | None = None
+) -> list[ServingRow]:
+    """The serving table, validated (each row's `framework` one of `frameworks`, by
+    default data/frameworks.toml's).
 
     Raises:
         InputError: one line naming the file, the row, the field and the value.
@@ -133,7 +140,7 @@ def load_serving_rows(path: Path | str | None = None) -> list[ServingRow]:
     from .io.frameworks import framework_names
 
     chips, models, fmts = chip_presets(), model_presets(), formats()
-    frameworks = ["native", *framework_names()]
+    names = sorted({"native", *framework_names(frameworks)})  # a native row runs the bare chip
     out: list[ServingRow] = []
     seen: set[str] = set()
     for i, t in enumerate(rows):
@@ -181,7 +188,7 @@ def load_serving_rows(path: Path | str | None = None) -> list[ServingRow]:
         checks = (
             ("status", STATUSES),
             ("chip", sorted(chips)),
-            ("framework", frameworks),
+            ("framework", names),
             ("model", sorted(models)),
             ("weights", sorted(fmts)),
             ("kv", sorted(fmts)),
@@ -292,18 +299,24 @@ class ServingResult:
         return out
 
 
-def _row_chip(row: ServingRow, host_us: tuple[float, float] | None = None, in_flight_kb: float | None = None):
-    """The row's chip with its framework profile and the engine settings the row
-    states (its `max_batch` and `memory_fraction` replace the profile's), its host time
-    replaced by `host_us` (µs per step and per sequence) and its kernels' bytes in
-    flight per parallel unit by `in_flight_kb` (kB) when given."""
+def _row_chip(
+    row: ServingRow,
+    host_us: tuple[float, float] | None = None,
+    in_flight_kb: float | None = None,
+    frameworks: dict[str, Framework] | None = None,
+):
+    """The row's chip with its framework profile (from `frameworks`, by default
+    data/frameworks.toml's) and the engine settings the row states (its `max_batch` and
+    `memory_fraction` replace the profile's), its host time replaced by `host_us` (µs
+    per step and per sequence) and its kernels' bytes in flight per parallel unit by
+    `in_flight_kb` (kB) when given."""
     from .evaluation import allocate_dram, apply_framework, apply_host
     from .io import chip_info
 
     info = chip_info(row.chip)
     bare = info.chip.tiers.capacity
     if row.framework != "native":
-        info = apply_framework(info, row.framework)
+        info = apply_framework(info, row.framework, frameworks)
     if row.max_batch is not None:
         info = dataclasses.replace(info, max_batch=row.max_batch)
     if row.memory_fraction is not None:  # of the chip's own DRAM, not the profile's share of it
@@ -322,6 +335,7 @@ def _curve(
     *,
     decode_only: bool = False,
     context: float | None = None,
+    frameworks: dict[str, Framework] | None = None,
 ):
     """(batches, TPOT s, TTFT s) of the feasible whole batches on the row's split, with
     the row's chip (`_row_chip`), at mean context `prompt + output / 2` unless `context`
@@ -329,7 +343,7 @@ def _curve(
     from .io import economics_preset
     from .serving import serve
 
-    info = _row_chip(row, host_us, in_flight_kb)
+    info = _row_chip(row, host_us, in_flight_kb, frameworks)
     prompt = row.prompt_tokens if row.prompt_tokens is not None else 0.0
     want = row.concurrency if row.concurrency is not None else MAX_BATCH
     batches = np.unique(np.concatenate([np.arange(1, min(want, 64) + 1), np.geomspace(1, MAX_BATCH, 96).round()]))
@@ -362,16 +376,20 @@ def _curve(
     return b, tpot, ttft
 
 
-def evaluate_serving_row(row: ServingRow, host_us: tuple[float, float] | None = None) -> ServingResult:
+def evaluate_serving_row(
+    row: ServingRow, host_us: tuple[float, float] | None = None, frameworks: dict[str, Framework] | None = None
+) -> ServingResult:
     """The model's TPOT, TTFT and throughput at the row's load (module docstring), with
     the framework's host time replaced by `host_us` (µs per step and per sequence) when
-    given."""
+    given, and the profiles of `frameworks` (default data/frameworks.toml's)."""
     if row.arrival == "burst":
-        return _burst(row, host_us)
-    return _at_load(row, *_curve(row, host_us))
+        return _burst(row, host_us, frameworks)
+    return _at_load(row, *_curve(row, host_us, frameworks=frameworks))
 
 
-def _burst(row: ServingRow, host_us: tuple[float, float] | None = None) -> ServingResult:
+def _burst(
+    row: ServingRow, host_us: tuple[float, float] | None = None, frameworks: dict[str, Framework] | None = None
+) -> ServingResult:
     """A burst row (`arrival = "burst"`): its `concurrency` requests served once
     (`costmodel.serving.burst`), with decode steps that prefill nothing, the prompts
     prefilled as they are admitted, at most the largest batch the memory holds (and
@@ -383,10 +401,11 @@ def _burst(row: ServingRow, host_us: tuple[float, float] | None = None) -> Servi
     from .serving import burst, output_length_pmf, prompt_seconds
 
     assert row.concurrency is not None
-    b, step, _ = _curve(row, host_us, decode_only=True)
+    b, step, _ = _curve(row, host_us, decode_only=True, frameworks=frameworks)
     slots = float(b[-1])
     if row.output_lengths == "fixed":
-        last, _, _ = _curve(row, host_us, decode_only=True, context=(row.prompt_tokens or 0.0) + row.output_tokens)
+        end = (row.prompt_tokens or 0.0) + row.output_tokens
+        last, _, _ = _curve(row, host_us, decode_only=True, context=end, frameworks=frameworks)
         slots = float(last[-1])
     most = float(min(row.concurrency, slots))
     admitted = np.unique(np.append(np.geomspace(1, most, 12).round(), most))
@@ -394,7 +413,7 @@ def _burst(row: ServingRow, host_us: tuple[float, float] | None = None) -> Servi
     # prompts runs its GEMMs over many rows at the chip's own rate, times the share of it
     # a pass of prompts alone reaches (`ChipInfo.prefill_efficiency`, which `prompt_seconds`
     # applies; `costmodel validate` prices a static batch's prefill at the chip's own rate).
-    info = _row_chip(row, host_us)
+    info = _row_chip(row, host_us, frameworks=frameworks)
     own = chip_info(row.chip).chip.compute_efficiency
     pre = prompt_seconds(
         row.model,
@@ -536,8 +555,12 @@ def fit_in_flight(rows: list[ServingRow]) -> float:
     return math.exp(float(best.x))
 
 
-def evaluate_serving_rows(rows: list[ServingRow]) -> list[ServingResult]:
-    return [evaluate_serving_row(r) for r in rows]
+def evaluate_serving_rows(
+    rows: list[ServingRow], frameworks: dict[str, Framework] | None = None
+) -> list[ServingResult]:
+    """Every row at its load (`evaluate_serving_row`), with the profiles of `frameworks`
+    (default data/frameworks.toml's)."""
+    return [evaluate_serving_row(r, frameworks=frameworks) for r in rows]
 
 
 def summary(results: list[ServingResult]) -> dict[str, Any]:

@@ -179,3 +179,40 @@ def test_cli_serving_json_and_a_bad_table(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "output_tokens" in err[0]
     assert main(["validate", "--serving", "--pim"]) == 2
+
+
+def test_cli_serving_takes_the_frameworks_file(tmp_path, capsys):
+    """`--frameworks` reaches the serving rows: a profile only that file has is accepted
+    there (and is an error naming the field without it), and its host time is the one
+    the rows are served with: more host time per step, a longer TPOT."""
+    from costmodel.io.frameworks import frameworks_path
+
+    shipped = frameworks_path().read_text()
+    profile = """
+[frameworks.mine]
+description = "a test engine"
+memory_efficiency = 1.0
+compute_efficiency = 1.0
+kernel_overhead = 1.0
+link_latency = 1.0
+host_step_us = {host}
+fit = []
+fitted_on = []
+source = "a test"
+"""
+    table = _table(tmp_path, "concurrency = 8")
+    table.write_text(table.read_text().replace('framework = "native"', 'framework = "mine"'))
+    tpot = []
+    for host in (0.0, 5000.0):
+        frameworks = tmp_path / f"frameworks{host:g}.toml"
+        frameworks.write_text(shipped + profile.format(host=host))
+        args = ["validate", "--serving", "--table", str(table), "--frameworks", str(frameworks), "--json"]
+        assert main(args) == 0
+        tpot.append(json.loads(capsys.readouterr().out)["rows"][0]["predicted"]["tpot_ms"])
+    assert tpot[1] > tpot[0] + 4.0, tpot  # 5 ms more per step, less the batch the load then holds
+    assert main(["validate", "--serving", "--table", str(table)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'framework' = 'mine'" in err[0] and str(table) in err[0], err
+    assert main(["validate", "--pim", "--frameworks", str(frameworks)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--frameworks" in err[0], err

@@ -18,7 +18,9 @@ def add_commands(subparsers) -> None:
         help="write a log-log parity plot to this file (.png, .pdf, .svg, ...)",
     )
     p.add_argument("--table", default=None, help="measurement table (default data/measurements/measurements.toml)")
-    p.add_argument("--frameworks", default=None, help="framework profiles (default data/frameworks.toml)")
+    p.add_argument(
+        "--frameworks", default=None, help="framework profiles (default data/frameworks.toml; also for --serving)"
+    )
     p.add_argument(
         "--pim",
         action="store_true",
@@ -54,6 +56,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
         raise InputError("--pim and --serving: expected one table")
     if args.pim:
+        if args.frameworks is not None:
+            from ..io import InputError
+
+            raise InputError(f"--frameworks {args.frameworks}: the PIM table compares papers' own ratios, no profile")
         return _cmd_validate_pim(args)
     if args.serving:
         return _cmd_validate_serving(args)
@@ -120,9 +126,11 @@ def _cmd_validate_serving(args: argparse.Namespace) -> int:
     import sys
 
     from .. import validate_serving as vs
+    from ..io.frameworks import load_frameworks
     from ..report import dumps
 
-    results = vs.evaluate_serving_rows(vs.load_serving_rows(args.table))
+    frameworks = None if args.frameworks is None else load_frameworks(args.frameworks)
+    results = vs.evaluate_serving_rows(vs.load_serving_rows(args.table, frameworks), frameworks)
     summary = vs.summary(results)
     if args.json:
         print(dumps({**summary, "rows": [vs.serving_record(r) for r in results]}))
