@@ -77,7 +77,7 @@ def test_held_out_errors_meet_the_targets(results):
 
 
 def test_gpu_groups_meet_their_targets(results):
-    """`TARGETS` (15 % batch-1 GPU, 25 % large batch; issue 16 asks for 8 % and 15 %, not met)."""
+    """`TARGETS` (15 % batch-1 GPU, 25 % large batch; issue 16 asks for 8 % and 15 %: the large batch's not met)."""
     s = v.summarize(results)
     assert s["median_ape"]["batch1-gpu"] <= v.TARGETS["batch1-gpu"]
     assert s["median_ape"]["large-batch"] <= v.TARGETS["large-batch"]
@@ -86,10 +86,10 @@ def test_gpu_groups_meet_their_targets(results):
 def test_reported_figures_are_the_shipped_ones(results):
     """Golden numbers quoted in README and BENCHMARKS.md (update both if they move)."""
     s = v.summarize(results)
-    assert s["median_ape"]["batch1-gpu"] == pytest.approx(0.128, abs=0.002)
+    assert s["median_ape"]["batch1-gpu"] == pytest.approx(0.079, abs=0.002)
     assert s["median_ape"]["apple"] == pytest.approx(0.025, abs=0.002)
     assert s["median_ape"]["large-batch"] == pytest.approx(0.205, abs=0.002)
-    assert s["n_test"] == {"batch1-gpu": 34, "apple": 9, "large-batch": 26, "sram": 5}
+    assert s["n_test"] == {"batch1-gpu": 47, "apple": 9, "large-batch": 26, "sram": 5}
     assert s["max_factor"]["sram"] == pytest.approx(1.66, abs=0.01)
     fitted = {"batch1-gpu": (9, 9), "apple": (2, 2), "large-batch": (5, 5), "sram": (2, 2)}
     assert {g: (f["parameters"], f["rows"]) for g, f in s["fitted"].items()} == fitted
