@@ -27,10 +27,11 @@ Variants (the rows as they are, every other term unchanged):
   of each GPU's memory given to the cache's pool, undone).
 Each line: median and p90 absolute error of the scored figures (TPOT and throughput) over
 the held-out rows, over the burst rows alone, over the blind checks' rows, and over the
-fourth to eighth blind checks' (the fourth all bursts; the fifth mostly steady loads;
+fourth to ninth blind checks' (the fourth all bursts; the fifth mostly steady loads;
 the sixth NIM's closed loops, TensorRT-LLM's and AMD's bursts; the seventh mostly vLLM
 0.4-0.7; the eighth bursts of TensorRT-LLM 0.5-0.8 and vLLM 0.6-0.10, scored after
-trt-llm-0.7's bytes in flight)."""
+trt-llm-0.7's bytes in flight; the ninth TensorRT-LLM 0.8 static batches on H100/H200,
+SGLang 0.5.6 closed loops, vLLM 0.6-0.7 on MI300X and H100, AWQ int4 among them)."""
 
 import contextlib
 import dataclasses
@@ -56,11 +57,14 @@ def _line(name: str, results: list[vs.ServingResult], burst_ids: set[str]) -> st
     sixth = [r for r in test if r.row.blind == "2026-12-05, sixth check"]
     seventh = [r for r in test if r.row.blind == "2026-12-05, seventh check"]
     eighth = [r for r in test if r.row.blind == "2026-12-05, eighth check"]
+    ninth = [r for r in test if r.row.blind == "2026-12-05, ninth check"]
     line = (
         f"{name:26s} all {figs(test)}  bursts {figs(bursts)}  blind {figs(blind)}  "
         f"fourth check {figs(fourth)}  fifth check {figs(fifth)}  sixth check {figs(sixth)}"
     )
-    return line + "".join(f"  {n} check {figs(rs)}" for n, rs in (("seventh", seventh), ("eighth", eighth)) if rs)
+    return line + "".join(
+        f"  {n} check {figs(rs)}" for n, rs in (("seventh", seventh), ("eighth", eighth), ("ninth", ninth)) if rs
+    )
 
 
 def main() -> None:
