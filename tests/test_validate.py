@@ -330,7 +330,8 @@ def test_bad_measurement_rows_name_the_field(tmp_path):
     second = good.index("\n[[rows]]\n", first + 1)
     one = good[first:second]
     bad = tmp_path / "m.toml"
-    bad.write_text(one.replace('source = "gpt-fast', 'sauce = "gpt-fast'))
+    assert '\nsource = "' in one
+    bad.write_text(one.replace('\nsource = "', '\nsauce = "', 1))
     with pytest.raises(cm.InputError, match="sauce"):
         v.load_rows(bad)
     bad.write_text(one.replace('status = "fit"', 'status = "maybe"'))
