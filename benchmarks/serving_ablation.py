@@ -52,19 +52,12 @@ def _line(name: str, results: list[vs.ServingResult], burst_ids: set[str]) -> st
     test = [r for r in results if r.row.status == "test"]
     bursts = [r for r in test if r.row.id in burst_ids]
     blind = [r for r in test if r.row.blind]
-    fourth = [r for r in test if r.row.blind == "2026-12-05, fourth check"]
-    fifth = [r for r in test if r.row.blind == "2026-12-05, fifth check"]
-    sixth = [r for r in test if r.row.blind == "2026-12-05, sixth check"]
-    seventh = [r for r in test if r.row.blind == "2026-12-05, seventh check"]
-    eighth = [r for r in test if r.row.blind == "2026-12-05, eighth check"]
-    ninth = [r for r in test if r.row.blind == "2026-12-05, ninth check"]
-    line = (
-        f"{name:26s} all {figs(test)}  bursts {figs(bursts)}  blind {figs(blind)}  "
-        f"fourth check {figs(fourth)}  fifth check {figs(fifth)}  sixth check {figs(sixth)}"
-    )
-    return line + "".join(
-        f"  {n} check {figs(rs)}" for n, rs in (("seventh", seventh), ("eighth", eighth), ("ninth", ninth)) if rs
-    )
+    line = f"{name:26s} all {figs(test)}  bursts {figs(bursts)}  blind {figs(blind)}"
+    for n in ("fourth", "fifth", "sixth", "seventh", "eighth", "ninth"):
+        rs = [r for r in test if r.row.blind == f"2026-12-05, {n} check"]
+        if rs or n in ("fourth", "fifth", "sixth"):  # the later checks only once their rows exist
+            line += f"  {n} check {figs(rs)}"
+    return line
 
 
 def main() -> None:
