@@ -30,18 +30,12 @@ from scipy.optimize import brentq
 import costmodel.validate_serving as vs
 from costmodel.io import chip_info
 from costmodel.serving import prompt_seconds
+from costmodel.validate import PROMPT_PASS_FITS
 
 
-ROWS = (
-    "nim18-h100x2-tp2-llama33-70b-fp8-isl5000-osl500-c1",
-    "b5-accelmark-h100-vllm073-llama31-8b-bf16-longctx28k-serial-c1",
-    "dstack-mi300x8-tp8-tgi-llama31-405b-bf16-in1000-single",
-    "dstack-mi300x8-tp8-tgi-llama31-405b-bf16-in4000-single",
-    "dstack-mi300x8-tp8-tgi-llama31-405b-bf16-in10000-n1",
-    "dstack-mi300x8-tp8-tgi-llama31-405b-bf16-in16000-single",
-    "dstack-mi300x8-tp8-tgi-llama31-405b-bf16-in64000-single",
-    "dstack-mi300x8-tp8-vllm063-llama31-405b-bf16-in10000-n1",
-)
+ROWS = tuple(dict.fromkeys(i for _, rows in PROMPT_PASS_FITS.values() for i in rows))
+"""The calibration rows: H100's two, then MI300X's six (`costmodel.validate.PROMPT_PASS_FITS`
+names them, for the fitted numbers behind a static batch's figure)."""
 
 
 def ratio(row: vs.ServingRow, efficiency: float = 1.0) -> float:

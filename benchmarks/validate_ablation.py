@@ -17,6 +17,13 @@ Terms:
 - **Prefill at the chip's rate** (`costmodel.validate.Prepared`): a static batch's
   prefill at the chip's own compute efficiency, the profile's being fitted on decode
   steps. Off: at the profile's (the model before 2026-12-04).
+- **The prompt pass's efficiency** (`ChipInfo.prefill_efficiency`): that prefill at
+  the share of the chip's compute efficiency a pass of prompts alone reaches (calibrated
+  on the serving table's long-prompt time to first token: 0.748 on the H100 and H200,
+  0.392 on the MI300X). Off: at all of it (the model before 2026-12-06).
+- **Kernels in sequence** (`Chip.serial_kernels`, every GPU engine's profile): each
+  block class's kernel overlaps only its own memory and compute, and the classes' times
+  add. Off: the whole step's bytes and FLOPs overlap (the model before 2026-12-06).
 - **K/V re-reads of TensorRT-LLM before v0.7** (`Chip.attention_kv_rereads`, the
   `trt-llm` profile's `attention_kv_rereads = 1`): its attention streams a GQA group's
   K/V once per query head. Off: once per K/V head.
@@ -67,18 +74,29 @@ def _rereads_off(frameworks):
     return {k: dataclasses.replace(f, kv_rereads=None) for k, f in frameworks.items()}
 
 
+def _serial_off(frameworks):
+    return {k: dataclasses.replace(f, serial_kernels=None) for k, f in frameworks.items()}
+
+
 def _dequant_off(frameworks):
     return {k: dataclasses.replace(f, dequant_ops=()) for k, f in frameworks.items()}
 
 
-def _refit(rows, frameworks, prefill_at_chip_rate=True):
+def _refit(rows, frameworks, prefill_at_chip_rate=True, prompt_pass_efficiency=True):
     by_id = {r.id: r for r in rows}
     out = {}
     for name, f in frameworks.items():
         # A serving engine's host time is fitted on serving rows, not these.
         fitted = [by_id[i] for i in f.fitted_on if i in by_id]
         m = (
-            v.fit_framework(fitted, f.fit, fixed=f.multipliers, profile=f, prefill_at_chip_rate=prefill_at_chip_rate)
+            v.fit_framework(
+                fitted,
+                f.fit,
+                fixed=f.multipliers,
+                profile=f,
+                prefill_at_chip_rate=prefill_at_chip_rate,
+                prompt_pass_efficiency=prompt_pass_efficiency,
+            )
             if fitted
             else f.multipliers
         )
@@ -99,13 +117,20 @@ def main() -> None:
         "full model": _refit(rows, shipped),
         "Little's law off": _refit(rows, _little_off(shipped)),
         "prefill at profile": _refit(rows, shipped, prefill_at_chip_rate=False),
+        "prompt pass at 1": _refit(rows, shipped, prompt_pass_efficiency=False),
+        "kernels overlap": _refit(rows, _serial_off(shipped)),
+        "both new off": _refit(rows, _serial_off(shipped), prompt_pass_efficiency=False),
         "K/V re-reads off": _refit(rows, _rereads_off(shipped)),
         "both off": _refit(rows, _rereads_off(shipped), prefill_at_chip_rate=False),
         "dequant off": _refit(rows, _dequant_off(shipped)),
         **{f"trt-llm n-half {n:g}": _refit(rows, _trt_tile(shipped, n)) for n in TRT_TILE_ROWS},
     }
     own_rate = {k: not k.startswith(("prefill at profile", "both off")) for k in variants}
-    results = {k: v.evaluate_rows(rows, f, prefill_at_chip_rate=own_rate[k]) for k, f in variants.items()}
+    pass_rate = {k: not k.startswith(("prompt pass at 1", "both new off")) for k in variants}
+    results = {
+        k: v.evaluate_rows(rows, f, prefill_at_chip_rate=own_rate[k], prompt_pass_efficiency=pass_rate[k])
+        for k, f in variants.items()
+    }
     lines = ["# held-out error per group (median / p90 APE), profiles refitted on the same fit rows", ""]
     lines.append(f"{'variant':<20} " + " ".join(f"{g:>22}" for g in v.GROUPS))
     for name, res in results.items():

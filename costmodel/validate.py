@@ -34,10 +34,14 @@ weight element), over the tensor-parallel group. The prefill runs at the chip's 
 compute efficiency (each preset's is an assumption its chip file states, e.g. good
 cuBLAS bf16 GEMMs for the H100; applied to 8-bit GEMMs as well), not the profile's: a
 profile's compute efficiency is fitted on decode steps (GEMMs over the batch's few
-hundred rows, attention, sampling) and describes those. `costmodel serve` and
-`validate --serving` price a chunked prefill inside the decode step, at the profile's.
+hundred rows, attention, sampling) and describes those. A pass that prefills prompts
+alone reaches the share `ChipInfo.prefill_efficiency` of it (calibrated on the serving
+table's long-prompt time to first token for the H100, H200 and MI300X; 1 elsewhere), as
+`costmodel.serving.prompt_seconds` prices one. `costmodel serve` and `validate
+--serving` price a chunked prefill inside the decode step, at the profile's.
 A profile may also set its attention kernels' K/V re-reads (`Chip.attention_kv_rereads`:
-TensorRT-LLM before its XQA kernel, profile `trt-llm`; `trt-llm-0.7` after).
+TensorRT-LLM before its XQA kernel, profile `trt-llm`; `trt-llm-0.7` after) and run a
+layer's kernels in sequence (`Chip.serial_kernels`: every GPU engine).
 """
 
 from __future__ import annotations
@@ -75,6 +79,29 @@ TARGETS = {"batch1-gpu": 0.15, "apple": 0.15, "large-batch": 0.25}
 SRAM_FACTOR = 2.0
 """The SRAM machines' held-out rows must be within this factor of the measurement."""
 
+_H100_PROMPT_ROWS = (
+    "nim18-h100x2-tp2-llama33-70b-fp8-isl5000-osl500-c1",
+    "b5-accelmark-h100-vllm073-llama31-8b-bf16-longctx28k-serial-c1",
+)
+PROMPT_PASS_FITS = {
+    "h100-sxm": ("h100-sxm", _H100_PROMPT_ROWS),
+    "h200-sxm": ("h100-sxm", _H100_PROMPT_ROWS),  # the chip file's: "as h100-sxm"
+    "mi300x": (
+        "mi300x",
+        (
+            "dstack-mi300x8-tp8-tgi-llama31-405b-bf16-in1000-single",
+            "dstack-mi300x8-tp8-tgi-llama31-405b-bf16-in4000-single",
+            "dstack-mi300x8-tp8-tgi-llama31-405b-bf16-in10000-n1",
+            "dstack-mi300x8-tp8-tgi-llama31-405b-bf16-in16000-single",
+            "dstack-mi300x8-tp8-tgi-llama31-405b-bf16-in64000-single",
+            "dstack-mi300x8-tp8-vllm063-llama31-405b-bf16-in10000-n1",
+        ),
+    ),
+}
+"""The chips whose `prefill_efficiency` (data/chips.toml) was calibrated on serving rows'
+time to first token (`benchmarks/prefill_calibration.py`): chip -> (the chip whose
+number it is, the rows). A static-batch row's prefill uses it (`Prepared`)."""
+
 SERIAL_LATENCY_FITS = {
     "groq-lpu": ("groq-llama2-70b", "kernel_overhead"),
     "cerebras-wse3": ("cerebras-llama31-70b", "kernel_overhead"),
@@ -92,7 +119,10 @@ class Prepared(eqx.Module):
     `rate = numerator / (prefill_weight * prefill_seconds + steps * step_seconds)`;
     for a per-sequence rate `numerator = 1, prefill_weight = 0, steps = 1`. The prefill
     runs at the chip's own compute efficiency where `own_prefill_rate` is 1 and at the
-    profile's where it is 0 (the model before 2026-12-04, for the ablation).
+    profile's where it is 0 (the model before 2026-12-04, for the ablation), in either
+    case times `prefill_efficiency`: the share of it a pass of prompts alone reaches
+    (`ChipInfo.prefill_efficiency`, as `costmodel serve` prices one; 1 for the ablation
+    of it).
     """
 
     workload: Workload
@@ -103,11 +133,14 @@ class Prepared(eqx.Module):
     prefill_weight: jnp.ndarray
     steps: jnp.ndarray
     own_prefill_rate: jnp.ndarray
+    prefill_efficiency: jnp.ndarray
 
 
-def prepare(row: Row, *, prefill_at_chip_rate: bool = True) -> tuple[Prepared, ChipInfo]:
+def prepare(
+    row: Row, *, prefill_at_chip_rate: bool = True, prompt_pass_efficiency: bool = True
+) -> tuple[Prepared, ChipInfo]:
     """Builds a row's workload, system (chip x layout) and placement, without a profile
-    (`prefill_at_chip_rate`: see `Prepared`)."""
+    (`prefill_at_chip_rate`, `prompt_pass_efficiency`: see `Prepared`)."""
     info = chip_info(row.chip)
     model = load_model(row.model)
     scenario = make_scenario(batch=row.batch, context=row.context, weights=row.weights, kv=row.kv)
@@ -130,7 +163,11 @@ def prepare(row: Row, *, prefill_at_chip_rate: bool = True) -> tuple[Prepared, C
         prefill, numerator, prefill_weight, steps = workload, 1.0, 0.0, 1.0
     f = lambda x: jnp.asarray(x, dtype=float)
     own = f(1.0 if prefill_at_chip_rate else 0.0)
-    return Prepared(workload, prefill, chip, placement, f(numerator), f(prefill_weight), f(steps), own), info
+    pass_efficiency = f(info.prefill_efficiency if prompt_pass_efficiency else 1.0)
+    return (
+        Prepared(workload, prefill, chip, placement, f(numerator), f(prefill_weight), f(steps), own, pass_efficiency),
+        info,
+    )
 
 
 def with_profile_fields(prepared: Prepared, f: Framework, row: Row) -> Prepared:
@@ -157,6 +194,9 @@ def predict(prepared: Prepared, log_multipliers: jnp.ndarray) -> jnp.ndarray:
     # static batch's prefill runs GEMMs over batch x prompt rows at the chip's own rate.
     own = prepared.own_prefill_rate
     prefill_chip = apply_multipliers(prepared.chip, log_multipliers.at[COMPUTE].multiply(1.0 - own))
+    prefill_chip = prefill_chip.replace(
+        compute_efficiency=prefill_chip.compute_efficiency * prepared.prefill_efficiency
+    )
     pre = prefill_seconds(prepared.prefill, prefill_chip)
     return prepared.numerator / (prepared.prefill_weight * pre + prepared.steps * step)
 
@@ -196,14 +236,21 @@ def _log_multipliers(row: Row, frameworks: dict[str, Framework]) -> tuple[str, j
 
 
 def evaluate_rows(
-    rows: list[Row] | None = None, frameworks: dict[str, Framework] | None = None, *, prefill_at_chip_rate: bool = True
+    rows: list[Row] | None = None,
+    frameworks: dict[str, Framework] | None = None,
+    *,
+    prefill_at_chip_rate: bool = True,
+    prompt_pass_efficiency: bool = True,
 ) -> list[Result]:
-    """Predicts every row with its framework profile (`prefill_at_chip_rate`: see `Prepared`)."""
+    """Predicts every row with its framework profile (`prefill_at_chip_rate`,
+    `prompt_pass_efficiency`: see `Prepared`)."""
     rows = rows if rows is not None else load_rows()
     frameworks = frameworks if frameworks is not None else load_frameworks()
     out = []
     for row in rows:
-        prepared, _ = prepare(row, prefill_at_chip_rate=prefill_at_chip_rate)
+        prepared, _ = prepare(
+            row, prefill_at_chip_rate=prefill_at_chip_rate, prompt_pass_efficiency=prompt_pass_efficiency
+        )
         f = resolve_framework(row.framework, row.chip, frameworks)
         prepared = with_profile_fields(prepared, f, row)
         name, logm = _log_multipliers(row, frameworks)
@@ -255,6 +302,7 @@ def fit_framework(
     ridge: float = 1e-3,
     profile: Framework | None = None,
     prefill_at_chip_rate: bool = True,
+    prompt_pass_efficiency: bool = True,
 ) -> tuple[float, float, float, float, float, float]:
     """Fits a profile's fields to rows, in log space, with optax.
 
@@ -275,7 +323,7 @@ def fit_framework(
         profile: the profile being fitted: its fields outside the log vector (host time,
             K/V re-reads, dequantisation: `with_profile_fields`, not fitted) apply;
             None: none.
-        prefill_at_chip_rate: see `Prepared`.
+        prefill_at_chip_rate, prompt_pass_efficiency: see `Prepared`.
 
     Returns:
         The six fields, in `PROFILE_FIELDS` order.
@@ -283,7 +331,10 @@ def fit_framework(
     neutral = jnp.log(jnp.asarray(fixed, dtype=float))
     if not rows:
         return tuple(float(x) for x in jnp.exp(neutral))  # type: ignore[return-value]
-    prepared = [prepare(r, prefill_at_chip_rate=prefill_at_chip_rate)[0] for r in rows]
+    prepared = [
+        prepare(r, prefill_at_chip_rate=prefill_at_chip_rate, prompt_pass_efficiency=prompt_pass_efficiency)[0]
+        for r in rows
+    ]
     if profile is not None:
         prepared = [with_profile_fields(p, profile, r) for p, r in zip(prepared, rows)]
     n = len(prepared)
@@ -391,7 +442,8 @@ def _percentile(values: list[float], q: float) -> float:
 def summarize(results: list[Result], frameworks: dict[str, Framework] | None = None) -> dict[str, Any]:
     """Median and 90th-percentile APE per group, for held-out and fitted rows apart; what
     the group's held-out figures rest on (`fitted_behind`); and the same figures over the
-    held-out rows gathered for a blind check (`blind`, groups that have such rows)."""
+    held-out rows gathered for each blind check (`blind`: group -> check label -> figures,
+    for the groups that have such rows)."""
     frameworks = frameworks if frameworks is not None else load_frameworks()
     out: dict[str, Any] = {
         "median_ape": {},
@@ -412,9 +464,10 @@ def summarize(results: list[Result], frameworks: dict[str, Framework] | None = N
         out["n_test"][group] = len(test)
         out["fit"][group] = {"n": len(fit), "median_ape": _percentile([r.ape for r in fit], 50)}
         out["fitted"][group] = fitted_behind(test, frameworks)
-        blind = [r.ape for r in test if r.row.blind]
-        if blind:  # the rows of a blind check, apart (`Row.blind`)
-            out["blind"][group] = {
+        checks = sorted({r.row.blind for r in test if r.row.blind})
+        for check in checks:  # each blind check's rows, apart (`Row.blind`)
+            blind = [r.ape for r in test if r.row.blind == check]
+            out["blind"].setdefault(group, {})[check] = {
                 "n": len(blind),
                 "median_ape": _percentile(blind, 50),
                 "p90_ape": _percentile(blind, 90),
@@ -426,8 +479,9 @@ def fitted_behind(results: list[Result], frameworks: dict[str, Framework]) -> di
     """The fitted numbers the predictions of `results` use, and the measured rows they were
     fitted on (of either table): each profile's `fit` fields on its `fitted_on` rows, the
     fitted values it carries from another profile (`Framework.carried`) on that one's rows,
-    and a chip's serial latency fitted on one row (`SERIAL_LATENCY_FITS`). A number used by
-    several rows or profiles counts once."""
+    a chip's serial latency fitted on one row (`SERIAL_LATENCY_FITS`), and a chip's prompt
+    pass efficiency calibrated on serving rows (`PROMPT_PASS_FITS`), for the static-batch
+    rows whose prefill uses it. A number used by several rows or profiles counts once."""
     numbers: set[tuple[str, str]] = set()
     rows: set[str] = set()
     for name in sorted({r.framework for r in results}):
@@ -443,6 +497,11 @@ def fitted_behind(results: list[Result], frameworks: dict[str, Framework]) -> di
         row, field = SERIAL_LATENCY_FITS[chip]
         numbers.add((chip, field))
         rows.add(row)
+    static = {r.row.chip for r in results if r.row.metric == "output_tokens_per_second_per_chip"}
+    for chip in sorted(static & set(PROMPT_PASS_FITS)):
+        owner, fitted_on = PROMPT_PASS_FITS[chip]
+        numbers.add((owner, "prefill_efficiency"))
+        rows |= set(fitted_on)
     return {"parameters": len(numbers), "rows": len(rows)}
 
 

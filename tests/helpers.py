@@ -79,6 +79,8 @@ def random_chip(rng: np.random.Generator, ordered: bool = True) -> cm.Chip:
         # Decode attention's own half-rate rows on some chips (drawn last: the draws
         # above are those of the chips before the field).
         attention_half_rate_rows=rng.uniform(0.0, 4.0) * (rng.random() < 0.5),
+        # A layer's kernels in sequence on some chips (drawn after the fields above).
+        serial_kernels=rng.uniform(0.0, 1.0) * (rng.random() < 0.5),
     )
 
 
@@ -100,3 +102,35 @@ def bounded_chip(*, peak_flops=312e12, bytes_in_flight=4e3, **changes) -> cm.Chi
         bytes_in_flight=bytes_in_flight,
     )
     return chip.replace(**changes) if changes else chip
+
+
+def assert_omitted_at_zero_and_round_trips(tmp_path, field: str, values=(0.0, 1.0)) -> None:
+    """A chip file written from the H100 preset with `field` set to each of `values`
+    leaves the field out at 0 and reads it back as written."""
+    import tomllib
+
+    from costmodel.io import chip_info
+    from costmodel.io.chips import chip_file_text, chip_from_table, chip_table
+
+    h100 = chip_info("h100-sxm").chip
+    for value in values:
+        table = chip_table(h100.replace(**{field: value}), name="t", source="test", placement="dram", max_chips=8)
+        assert (field in table) == (value != 0.0)
+        path = tmp_path / "t.toml"
+        path.write_text(chip_file_text(table, []))
+        back = chip_from_table(tomllib.loads(path.read_text()), str(path), "t").chip
+        assert float(getattr(back, field)) == value
+
+
+def assert_profile_edit_is_refused(tmp_path, old: str, new: str, match: str) -> None:
+    """data/frameworks.toml with its first `old` replaced by `new` fails to load with an
+    `InputError` matching `match`."""
+    import pytest
+
+    from costmodel.io import InputError
+    from costmodel.io.frameworks import frameworks_path, load_frameworks
+
+    bad = tmp_path / "frameworks.toml"
+    bad.write_text(frameworks_path().read_text().replace(old, new, 1))
+    with pytest.raises(InputError, match=match):
+        load_frameworks(bad)

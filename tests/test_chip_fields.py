@@ -55,7 +55,7 @@ SWITCH_ON = {
 }
 """Value given to a leaf that is 0 on a chip (a term that is off): a typical 'on'."""
 
-UNIT = {"pim_serial", "pim_softmax", "pim_pipelined", "attention_kv_rereads"}
+UNIT = {"pim_serial", "pim_softmax", "pim_pipelined", "attention_kv_rereads", "serial_kernels"}
 """Leaves in [0, 1] that are perturbed by flipping them (v -> 1 - v)."""
 
 PROBES = (
@@ -146,6 +146,8 @@ def inert_reason(chip: cm.Chip, label: str) -> str | None:
     for name in ("half_rate_rows", "attention_half_rate_rows"):
         if label == name and 0 < float(getattr(chip, name)) < OFF:
             return "Hockney's n1/2 fitted to its lower bound (below 1e-5 rows): matmuls at full rate from one row"
+    if label == "serial_kernels" and float(chip.overlap) <= 1.0 + OFF:
+        return "the channels already add (overlap 1): kernels in sequence add nothing"
     if label.startswith("small_kernel_") and float(chip.small_kernel_bytes) <= 0:
         return "the small-kernel step is off (small_kernel_bytes 0): only a calibrated chip has one"
     # At efficiency 1 the size and knee of the step change nothing; the efficiency

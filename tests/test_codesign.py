@@ -92,6 +92,7 @@ def test_designed_chip_inherits_the_system_kernel_fields():
         half_rate_rows=3.0,
         attention_half_rate_rows=5.0,
         attention_kv_rereads=1.0,
+        serial_kernels=1.0,
         host_step=27e-6,
         host_per_sequence=1e-6,
         small_kernel_bytes=2.4e6,
@@ -104,6 +105,7 @@ def test_designed_chip_inherits_the_system_kernel_fields():
         "half_rate_rows",
         "attention_half_rate_rows",
         "attention_kv_rereads",
+        "serial_kernels",
         "small_kernel_bytes",
     )
     for name in (*names, "small_kernel_efficiency", "host_step", "host_per_sequence"):

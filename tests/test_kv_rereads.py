@@ -8,14 +8,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import tomllib
 
 import costmodel as cm
 import costmodel.validate as v
 from costmodel._core.channels import class_stream_efficiency
 from costmodel._core.traffic import CLASS_IS_KV
-from costmodel.io import InputError, chip_info
-from costmodel.io.frameworks import frameworks_path, load_frameworks
+from costmodel.io import chip_info
+from costmodel.io.frameworks import load_frameworks
+
+from helpers import assert_omitted_at_zero_and_round_trips, assert_profile_edit_is_refused
 
 
 def _step(model, rereads, batch=64, context=2048, chip="h100-sxm"):
@@ -47,17 +48,8 @@ def test_no_effect_without_gqa_and_never_faster_with_more_rereads():
 
 
 def test_presets_default_to_a_shared_read_and_chip_files_omit_it(tmp_path):
-    from costmodel.io.chips import chip_file_text, chip_from_table, chip_table
-
-    h100 = chip_info("h100-sxm").chip
-    assert float(h100.attention_kv_rereads) == 0.0
-    for r in (0.0, 1.0):
-        table = chip_table(h100.replace(attention_kv_rereads=r), name="t", source="test", placement="dram", max_chips=8)
-        assert ("attention_kv_rereads" in table) == (r != 0.0)
-        path = tmp_path / "t.toml"
-        path.write_text(chip_file_text(table, []))
-        back = chip_from_table(tomllib.loads(path.read_text()), str(path), "t").chip
-        assert float(back.attention_kv_rereads) == r
+    assert float(chip_info("h100-sxm").chip.attention_kv_rereads) == 0.0
+    assert_omitted_at_zero_and_round_trips(tmp_path, "attention_kv_rereads")
 
 
 def test_gradient_matches_finite_differences(x64):
@@ -88,11 +80,8 @@ def test_profiles_set_it_by_version():
 
 
 def test_a_profile_rereads_value_outside_zero_one_names_the_field(tmp_path):
-    text = frameworks_path().read_text().replace("attention_kv_rereads = 1.0", "attention_kv_rereads = 2.0", 1)
-    bad = tmp_path / "frameworks.toml"
-    bad.write_text(text)
-    with pytest.raises(InputError, match=r"trt-llm.*'attention_kv_rereads' = 2\.0.*\[0, 1\]"):
-        load_frameworks(bad)
+    match = r"trt-llm.*'attention_kv_rereads' = 2\.0.*\[0, 1\]"
+    assert_profile_edit_is_refused(tmp_path, "attention_kv_rereads = 1.0", "attention_kv_rereads = 2.0", match)
 
 
 def test_a_static_batch_prefills_at_the_chip_rate():

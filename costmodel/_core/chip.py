@@ -126,6 +126,14 @@ class Chip(eqx.Module):
         hop_latency: latency of one pipeline hop between chips, s.
         overlap: exponent p of the p-norm that combines the memory and compute
             channels: 1 is fully serial, large p is fully overlapped (p >= 1).
+        serial_kernels: share of the step whose kernels run one after another, in
+            [0, 1]. At 1 each block class's kernel (a layer's attention, its FFN's
+            GEMMs, ...) overlaps only its own memory and compute channels and the
+            classes' times add, as on a GPU whose serving engine launches a layer's
+            kernels in sequence on one stream (a compute-bound GEMM then cannot hide
+            a memory-bound attention kernel: NanoFlow, OSDI 2025); at 0 the whole
+            step's bytes and FLOPs overlap, as an engine that co-schedules them would
+            (`costmodel.decode_cost`).
         parallel_units: units that issue memory requests independently (a GPU's
             streaming multiprocessors), per chip; 0: no latency bound on DRAM
             streaming.
@@ -177,6 +185,7 @@ class Chip(eqx.Module):
     link_latency: Scalar
     hop_latency: Scalar
     overlap: Scalar
+    serial_kernels: Scalar
     parallel_units: Scalar
     bytes_in_flight: Scalar
     tensor_parallel: Scalar
@@ -232,6 +241,7 @@ def make_chip(
     host_step: RealScalarLike = 0.0,
     host_per_sequence: RealScalarLike = 0.0,
     overlap: RealScalarLike = DEFAULT_OVERLAP,
+    serial_kernels: RealScalarLike = 0.0,
     parallel_units: RealScalarLike = 0.0,
     bytes_in_flight: RealScalarLike = 0.0,
     tensor_parallel: RealScalarLike = 1,
@@ -280,6 +290,7 @@ def make_chip(
         host_per_sequence=f(host_per_sequence),
         attention_half_rate_rows=f(attention_half_rate_rows),
         overlap=f(overlap),
+        serial_kernels=f(serial_kernels),
         parallel_units=f(parallel_units),
         bytes_in_flight=f(bytes_in_flight),
         tensor_parallel=f(tensor_parallel),

@@ -4,7 +4,9 @@ Per step, each tier serves the bytes its share of each block class is read (and
 written) with; SRAM and DRAM stream them to the compute die, while the PIM tier
 computes on the bytes it holds (attention where its KV sits), sending the scores to
 a host softmax and back unless the softmax sits beside it. The compute die does
-the remaining FLOPs. The four channels overlap, and serial terms (per-layer latency,
+the remaining FLOPs. The four channels overlap, over the whole step or, where the
+kernels run in sequence (`Chip.serial_kernels`), within each block class's kernel, the
+classes' times then adding; serial terms (per-layer latency,
 kernel overhead, all-reduces, pipeline hops and the serving stack's unhidden host
 time) add on top. Each channel's time and
 energy formula lives in `costmodel._core.channels`; this module assembles them.
@@ -125,7 +127,8 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     # the bytes of all stages through one tensor-parallel group's channels.
     group_bytes = tier_bytes / tp
     # Small kernels stream slower: each class's bytes in full-rate equivalents.
-    slow = jnp.sum(moved / ch.class_stream_efficiency(passing, chip)[:, None], axis=0)
+    stream_eff = ch.class_stream_efficiency(passing, chip)  # [classes]
+    slow = jnp.sum(moved / stream_eff[:, None], axis=0)
     # Quantised weights are unpacked between their loads and the matmul: ALU time each
     # chip spends on its share of the weight bytes DRAM streams.
     weight_dram = jnp.sum(jnp.where(jnp.asarray(CLASS_IS_KV), 0.0, moved[:, DRAM])) / tp
@@ -150,8 +153,21 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     rates = ch.class_flop_rates(group, passing, chip)
     feed = ch.effective_feed(chip)
     ones = jnp.ones_like(rates)
-    compute_seconds = jnp.sum(ch.compute_seconds(ones, rates, flops[:, SRAM], flops[:, DRAM], feed, tp))
-    parallel = ch.overlapped_seconds(tier_seconds[SRAM], tier_seconds[PIM], tier_seconds[DRAM], compute_seconds, chip)
+    class_compute = ch.compute_seconds(ones, rates, flops[:, SRAM], flops[:, DRAM], feed, tp)  # [classes]
+    compute_seconds = jnp.sum(class_compute)
+    overlapped = ch.overlapped_seconds(tier_seconds[SRAM], tier_seconds[PIM], tier_seconds[DRAM], compute_seconds, chip)
+    # Kernels in sequence: each class's kernel overlaps only its own channels, and the
+    # classes add (a layer's GEMMs wait for its attention on one stream; NanoFlow, K. Zhu
+    # et al., OSDI 2025, arXiv:2408.12757). A class's share of a tier's time is its share
+    # of the tier's full-rate bytes (one stream rate for the step: `stream_seconds` is
+    # linear in them); of the PIM tier's, its share of the PIM bytes. By Minkowski's
+    # inequality the sum is never below the whole step's overlap.
+    class_tier = (moved / stream_eff[:, None]) * safe_div(stream, slow)[None, :]  # [classes, tiers]
+    class_tier = class_tier.at[:, PIM].set(tier_seconds[PIM] * safe_div(moved[:, PIM], tier_bytes[PIM]))
+    in_sequence = jnp.sum(
+        ch.overlapped_seconds(class_tier[:, SRAM], class_tier[:, PIM], class_tier[:, DRAM], class_compute, chip)
+    )
+    parallel = (1.0 - chip.serial_kernels) * overlapped + chip.serial_kernels * in_sequence
 
     share = safe_div(tier_bytes, jnp.sum(tier_bytes))
     latency = ch.access_seconds(workload.model.n_layers, share, tiers.latency, chip.kernel_overhead)

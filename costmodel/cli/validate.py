@@ -242,8 +242,9 @@ def _print(results, summary) -> None:
             f"{summary['fitted'][g]['parameters']} / {summary['fitted'][g]['rows']}",
         )
     console.print(t)
-    for g, b in summary["blind"].items():
-        print(
-            f"{g}: {b['n']} held-out rows gathered for a blind check (without running the model; their one blind "
-            f"score is in BENCHMARKS.md): median APE {b['median_ape']:.1%}, p90 {b['p90_ape']:.1%}"
-        )
+    for g, checks in summary["blind"].items():
+        for check, b in checks.items():
+            print(
+                f"{g}: {b['n']} held-out rows gathered for the blind check '{check}' (without running the model; "
+                f"its one blind score is in BENCHMARKS.md): median APE {b['median_ape']:.1%}, p90 {b['p90_ape']:.1%}"
+            )

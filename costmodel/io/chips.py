@@ -115,6 +115,7 @@ CHIP_SCHEMA: tuple[ChipField, ...] = (
     _top("peak_tflops_4", "positive", 1e12, ("peak_flops",), BITS4, sweep="nonneg"),
     _top("area_mm2", "nonneg", 1e-6, ("area",), default=0.0),
     _top("overlap", "overlap", 1.0, ("overlap",), default=DEFAULT_OVERLAP),
+    _top("serial_kernels", "unit", 1.0, ("serial_kernels",), default=0.0),
     _top("attention_efficiency", "fraction", 1.0, ("attention_efficiency",), default=1.0),
     _top("attention_stream_efficiency", "fraction", 1.0, ("attention_stream_efficiency",), default=1.0),
     _top("attention_kv_rereads", "unit", 1.0, ("attention_kv_rereads",), default=0.0),
@@ -141,7 +142,7 @@ DERIVED = DERIVED_PEAKS | {"attention_half_rate_rows"}
 """Optional fields whose default comes from another field (`_derived_peaks`,
 `_derived_half_rate`): a file leaves them out where they equal it."""
 
-OMITTED_AT_ZERO = ("host_step_us", "host_per_sequence_us", "attention_kv_rereads")
+OMITTED_AT_ZERO = ("host_step_us", "host_per_sequence_us", "attention_kv_rereads", "serial_kernels")
 """Fields a chip file leaves out at 0, their default (`chip_table`)."""
 
 SYSTEM_FIELDS = {"max_chips": "count"}

@@ -43,6 +43,12 @@ KV_REREADS = "attention_kv_rereads"
 head of its group (`Chip.attention_kv_rereads`, in [0, 1]); absent: the chip's own. Set
 from the framework's kernel design (a source), not fitted, and not in the log vector."""
 
+SERIAL_KERNELS = "serial_kernels"
+"""Whether the engine runs a layer's kernels one after another (`Chip.serial_kernels`, in
+[0, 1]: 1 for one CUDA stream, where a compute-bound GEMM cannot hide a memory-bound
+attention kernel); absent: the chip's own. From the engine's execution model (a source),
+not fitted, and not in the log vector."""
+
 MEMORY_FRACTION = "memory_fraction"
 """The share of each chip's DRAM the engine allocates to the model's weights and KV
 cache (vLLM's `--gpu-memory-utilization`, 0.9 by default), in (0, 1]: the rest stays
@@ -98,6 +104,8 @@ class Framework:
         dequant_ops: (format, instructions per weight element) pairs (`DEQUANT`).
         memory_fraction: the share of each chip's DRAM the engine allocates to weights
             and KV cache (`MEMORY_FRACTION`).
+        serial_kernels: `Chip.serial_kernels` of the engine (`SERIAL_KERNELS`), or None
+            (the chip's own).
     """
 
     name: str
@@ -113,6 +121,7 @@ class Framework:
     kv_rereads: float | None = None
     dequant_ops: tuple[tuple[str, float], ...] = ()
     memory_fraction: float = 1.0
+    serial_kernels: float | None = None
 
     def dequant(self, weights: str) -> float:
         """ALU instructions per weight element the profile's kernels spend unpacking the
@@ -147,6 +156,7 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
                 HALF_RATE: "positive",
                 "max_batch": "count",
                 KV_REREADS: "unit",
+                SERIAL_KERNELS: "unit",
                 MEMORY_FRACTION: "fraction",
                 **{k: "nonneg" for k in HOST_FIELDS},
             },
@@ -205,6 +215,7 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
             kv_rereads=t.get(KV_REREADS),
             dequant_ops=tuple(sorted((k, float(v)) for k, v in dequant.items())),
             memory_fraction=t.get(MEMORY_FRACTION, 1.0),
+            serial_kernels=t.get(SERIAL_KERNELS),
         )
     for f in out.values():
         if f.base is not None and f.base not in out:
