@@ -24,7 +24,9 @@ Variants (the rows as they are, every other term unchanged):
   chip's own efficiency, as before);
 - "median ITL as mean TPOT": `tpot_statistic` ignored (a burst's mean TPOT compared);
 - "engines with all the memory": every profile's `memory_fraction` as 1 (vLLM's 90 %
-  of each GPU's memory given to the cache's pool, undone).
+  of each GPU's memory given to the cache's pool, undone);
+- "kernels overlap": every profile's `serial_kernels` absent (the chip's 0: the whole
+  step's bytes and FLOPs overlap, as before 2026-12-06; fitted numbers not refitted).
 Each line: median and p90 absolute error of the scored figures (TPOT and throughput) over
 the held-out rows, over the burst rows alone, over the blind checks' rows, and over the
 fourth to ninth blind checks' (the fourth all bursts; the fifth mostly steady loads;
@@ -84,6 +86,7 @@ def main() -> None:
         "TensorRT-LLM >= 0.7 unbounded": rows,
         "median ITL as mean TPOT": [dataclasses.replace(r, tpot_statistic="mean") for r in rows],
         "engines with all the memory": rows,
+        "kernels overlap": rows,
     }
     only = sys.argv[1:]
     unknown = sorted(set(only) - set(variants))
@@ -98,6 +101,7 @@ def main() -> None:
             _v1_as_on_cuda(name == "V1 on ROCm as on CUDA"),
             _prefill_at_decode_rate(name == "prefill at the decode rate"),
             _unbounded("trt-llm-0.7", name == "TensorRT-LLM >= 0.7 unbounded"),
+            _kernels_overlap(name == "kernels overlap"),
         ):
             results = vs.evaluate_serving_rows(rs)
         print(_line(name, results, burst_ids), flush=True)
@@ -117,6 +121,16 @@ def _all_the_memory(on: bool):
         evaluation,
         "resolve_framework",
         lambda original: lambda *a, **k: dataclasses.replace(original(*a, **k), memory_fraction=1.0),
+    )
+
+
+def _kernels_overlap(on: bool):
+    """Every framework profile as resolved without `serial_kernels` while on."""
+    return _patched(
+        on,
+        evaluation,
+        "resolve_framework",
+        lambda original: lambda *a, **k: dataclasses.replace(original(*a, **k), serial_kernels=None),
     )
 
 

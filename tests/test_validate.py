@@ -77,7 +77,7 @@ def test_held_out_errors_meet_the_targets(results):
 
 
 def test_gpu_groups_meet_their_targets(results):
-    """`TARGETS` (15 % batch-1 GPU, 25 % large batch; issue 16 asks for 8 % and 15 %, met on this table)."""
+    """`TARGETS` (15 % batch-1 GPU, 25 % large batch; issue 16 asks for 8 % and 15 %: the large batch's not met)."""
     s = v.summarize(results)
     assert s["median_ape"]["batch1-gpu"] <= v.TARGETS["batch1-gpu"]
     assert s["median_ape"]["large-batch"] <= v.TARGETS["large-batch"]
@@ -88,8 +88,8 @@ def test_reported_figures_are_the_shipped_ones(results):
     s = v.summarize(results)
     assert s["median_ape"]["batch1-gpu"] == pytest.approx(0.079, abs=0.002)
     assert s["median_ape"]["apple"] == pytest.approx(0.025, abs=0.002)
-    assert s["median_ape"]["large-batch"] == pytest.approx(0.112, abs=0.002)
-    assert s["n_test"] == {"batch1-gpu": 47, "apple": 9, "large-batch": 26, "sram": 5}
+    assert s["median_ape"]["large-batch"] == pytest.approx(0.172, abs=0.002)
+    assert s["n_test"] == {"batch1-gpu": 47, "apple": 9, "large-batch": 45, "sram": 5}
     assert s["max_factor"]["sram"] == pytest.approx(1.66, abs=0.01)
     # with the prompt pass's efficiency of the H100 (H200) and MI300X behind static batches
     fitted = {"batch1-gpu": (10, 15), "apple": (2, 2), "large-batch": (7, 13), "sram": (2, 2)}
@@ -98,6 +98,9 @@ def test_reported_figures_are_the_shipped_ones(results):
     second = s["blind"]["large-batch"]["2026-12-04, second check"]
     assert set(s["blind"]) == {"large-batch"} and second["n"] == 10
     assert second["median_ape"] == pytest.approx(0.091, abs=0.002)
+    # the tenth check's 19 rows: their one blind score, at a05f78d
+    tenth = s["blind"]["large-batch"]["2026-12-06, tenth check"]
+    assert tenth["n"] == 19 and tenth["median_ape"] == pytest.approx(0.270, abs=0.002)
 
 
 def test_every_scored_row_is_feasible_and_finite(rows):
