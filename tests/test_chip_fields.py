@@ -148,6 +148,12 @@ def inert_reason(chip: cm.Chip, label: str) -> str | None:
             return "Hockney's n1/2 fitted to its lower bound (below 1e-5 rows): matmuls at full rate from one row"
     if label == "serial_kernels" and float(chip.overlap) <= 1.0 + OFF:
         return "the channels already add (overlap 1): kernels in sequence add nothing"
+    sram_only = capacity[DRAM] <= 0 and capacity[PIM] <= 0
+    if label == "serial_kernels" and sram_only and float(jnp.max(chip.peak_flops) / chip.tiers.bandwidth[SRAM]) < 1.0:
+        return (
+            "SRAM alone, streaming a byte faster than the core does a FLOP (a wafer's 21 PB/s): the compute binds "
+            "every class at every probe, so classes in sequence add what the overlap does"
+        )
     if label.startswith("small_kernel_") and float(chip.small_kernel_bytes) <= 0:
         return "the small-kernel step is off (small_kernel_bytes 0): only a calibrated chip has one"
     # At efficiency 1 the size and knee of the step change nothing; the efficiency
