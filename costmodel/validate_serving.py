@@ -412,7 +412,7 @@ def _burst(
     # A profile's compute efficiency is fitted on, and prices, decode steps; a batch of
     # prompts runs its GEMMs over many rows at the chip's own rate, times the share of it
     # a pass of prompts alone reaches (`ChipInfo.prefill_efficiency`, which `prompt_seconds`
-    # applies; `costmodel validate` prices a static batch's prefill at the chip's own rate).
+    # applies, as `costmodel validate` does for a static batch's prefill).
     info = _row_chip(row, host_us, frameworks=frameworks)
     own = chip_info(row.chip).chip.compute_efficiency
     pre = prompt_seconds(

@@ -244,6 +244,39 @@ def test_prompt_pass_fits_are_the_calibrated_chips_and_rows():
         assert chip_info(chip).prefill_efficiency == chip_info(owner).prefill_efficiency
         assert {serving[i].chip for i in fitted_on} == {owner}
     assert len(script.ROWS) == 8
+    # the stored efficiencies reproduce: the median of measured / modelled TTFT is 1 at them
+    for chip, (owner, fitted_on) in v.PROMPT_PASS_FITS.items():
+        if chip != owner:
+            continue
+        rows = [serving[i] for i in fitted_on]
+        ratios = sorted(script.ratio(r, chip_info(chip).prefill_efficiency) for r in rows)
+        median = (ratios[(len(ratios) - 1) // 2] + ratios[len(ratios) // 2]) / 2
+        assert median == pytest.approx(1.0, abs=0.01), chip
+
+
+def test_a_static_batch_prefills_at_the_prompt_pass_efficiency(rows):
+    """A static batch's prefill takes 1 / `prefill_efficiency` as long with the chip's prompt
+    pass efficiency as without (0.748 on the H100); a chip without one (the A100) is
+    unchanged; a per-sequence row has no prefill to change."""
+    import equinox as eqx
+
+    by_id = {r.id: r for r in rows}
+    neutral = jnp.log(jnp.asarray(v.NEUTRAL_PROFILE))
+
+    def predicted(row_id, on, prefill_only):
+        prepared = v.prepare(by_id[row_id], prompt_pass_efficiency=on)[0]
+        if prefill_only:
+            prepared = eqx.tree_at(lambda p: p.steps, prepared, jnp.asarray(0.0))
+        return float(v.predict(prepared, neutral))
+
+    for row_id, factor in (
+        ("trtllm-h100-llama-7b-fp8-bs80-2048-128", 1 / 0.748),
+        ("trtllm-a100-llama-7b-fp16-bs52-2048-128", 1.0),
+    ):
+        ratio = predicted(row_id, False, True) / predicted(row_id, True, True)
+        assert ratio == pytest.approx(factor, rel=2e-3), row_id
+    one = "vllm-h100sxm-llama31-8b-bf16-c1"
+    assert predicted(one, True, False) == predicted(one, False, False)
 
 
 def test_fitted_sram_latencies_reproduce_the_presets(rows):
@@ -388,6 +421,12 @@ def test_cli_validate_json_and_plot(tmp_path, capsys):
     for key in ("id", "measured", "predicted", "error", "ape", "source", "status"):
         assert key in row
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # each blind check apart, in the JSON and in the table's footer
+    assert set(data["blind"]["large-batch"]) == {"2026-12-04, second check", "2026-12-06, tenth check"}
+    assert main(["validate"]) == 0
+    text = capsys.readouterr().out
+    for check in data["blind"]["large-batch"]:
+        assert f"blind check '{check}'" in text
 
 
 def test_cli_validate_bad_table_exits_2(tmp_path, capsys):

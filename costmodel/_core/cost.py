@@ -49,6 +49,11 @@ class Cost(eqx.Module):
         flops: FLOPs per step (all chips), FLOP.
         serial_seconds: latency, kernel overhead and communication per step (per
             pass), s.
+        With `Chip.serial_kernels` > 0 the channel times (`tier_seconds`,
+        `compute_seconds`) are still those of the whole step, but the step is no longer
+        their overlap plus `serial_seconds`: each class's kernel overlaps its own and
+        the classes add, so the step can exceed every channel and `bound` names the
+        largest channel, not a share of the step.
         static_joules: static energy per step (all chips), J.
         stored_bytes: bytes each chip holds in each tier after spilling, B.
         overflow_bytes: bytes per chip that fit in no tier, B.
@@ -160,8 +165,11 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     # classes add (a layer's GEMMs wait for its attention on one stream; NanoFlow, K. Zhu
     # et al., OSDI 2025, arXiv:2408.12757). A class's share of a tier's time is its share
     # of the tier's full-rate bytes (one stream rate for the step: `stream_seconds` is
-    # linear in them); of the PIM tier's, its share of the PIM bytes. By Minkowski's
-    # inequality the sum is never below the whole step's overlap.
+    # linear in them: so the weights' unpacking time, `busy`, is spread over the KV
+    # classes' bytes as well, an approximation); of the PIM tier's, its share of the PIM
+    # bytes (its softmax round trips too, though they belong to attention alone: no
+    # profile with PIM sets the field). By Minkowski's inequality the sum is never below
+    # the whole step's overlap.
     class_tier = (moved / stream_eff[:, None]) * safe_div(stream, slow)[None, :]  # [classes, tiers]
     class_tier = class_tier.at[:, PIM].set(tier_seconds[PIM] * safe_div(moved[:, PIM], tier_bytes[PIM]))
     in_sequence = jnp.sum(
