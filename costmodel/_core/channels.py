@@ -182,14 +182,19 @@ def stream_seconds(full_rate_bytes, tiers: Tiers, in_flight: Scalar | float = 0.
             the next (`dequant_seconds`), s: they lengthen each slot of the latency
             bound, and bound the stream by the ALUs' throughput where there is none.
     """
+    per_byte = busy_per_byte(full_rate_bytes[..., DRAM], busy)
+    return seconds(full_rate_bytes, stream_bandwidth(tiers, in_flight, per_byte))
+
+
+def busy_per_byte(dram_bytes, busy: RealScalarLike = 0.0):
+    """The ALUs' time per full-rate DRAM byte, `busy / dram_bytes` (`stream_bandwidth`'s
+    `busy_per_byte`), s/B; 0 without ALU time or DRAM bytes."""
     # Double where: no ALU time (every format used as stored) must leave the stream and
     # its gradient exactly as they were, even over a vanishing DRAM share. (So the
     # derivative with respect to the ALU time is 0 at exactly 0, not its one-sided value.)
-    dram = full_rate_bytes[..., DRAM]
-    busy = jnp.asarray(busy, dtype=dram.dtype)
-    ok = (busy > 0) & (dram > 0)
-    busy_per_byte = jnp.where(ok, jnp.where(ok, busy, 0.0) / jnp.where(ok, dram, 1.0), 0.0)
-    return seconds(full_rate_bytes, stream_bandwidth(tiers, in_flight, busy_per_byte))
+    busy = jnp.asarray(busy, dtype=jnp.asarray(dram_bytes).dtype)
+    ok = (busy > 0) & (dram_bytes > 0)
+    return jnp.where(ok, jnp.where(ok, busy, 0.0) / jnp.where(ok, dram_bytes, 1.0), 0.0)
 
 
 def dequant_seconds(weight_bytes, workload: Workload, chip: Chip):

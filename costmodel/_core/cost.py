@@ -17,7 +17,7 @@ import jax.numpy as jnp
 
 from . import channels as ch
 from .chip import DRAM, PIM, SRAM, Chip
-from .numerics import safe_div
+from .numerics import safe_div, seconds as seconds_at
 from .placement import spill
 from .traffic import CLASS_IS_KV, N_CLASSES, class_sum, lower_traffic
 from .types import BoolScalar, IntScalar, PerTier, PlacementMatrix, Scalar
@@ -138,7 +138,9 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     # chip spends on its share of the weight bytes DRAM streams.
     weight_dram = jnp.sum(jnp.where(jnp.asarray(CLASS_IS_KV), 0.0, moved[:, DRAM])) / tp
     busy = ch.dequant_seconds(weight_dram, group, chip)
-    stream = ch.stream_seconds(slow / tp, tiers, ch.chip_in_flight(chip), busy)
+    # One stream rate per tier for the step (`stream_seconds` is linear in the bytes).
+    bandwidth = ch.stream_bandwidth(tiers, ch.chip_in_flight(chip), ch.busy_per_byte(slow[DRAM] / tp, busy))
+    stream = seconds_at(slow / tp, bandwidth)
     pim_flops = jnp.sum(flops[:, PIM])
     # Attention in PIM sends its scores to a host softmax and takes the probabilities
     # back over the PIM dies' external links (none when the softmax sits beside them).
@@ -163,15 +165,16 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     overlapped = ch.overlapped_seconds(tier_seconds[SRAM], tier_seconds[PIM], tier_seconds[DRAM], compute_seconds, chip)
     # Kernels in sequence: each class's kernel overlaps only its own channels, and the
     # classes add (a layer's GEMMs wait for its attention on one stream; NanoFlow, K. Zhu
-    # et al., OSDI 2025, arXiv:2408.12757). A class's share of a tier's time is its share
-    # of the tier's full-rate bytes (one stream rate for the step: `stream_seconds` is
-    # linear in them: so the weights' unpacking time, `busy`, is spread over the KV
-    # classes' bytes as well, an approximation); of the PIM tier's, its share of the PIM
-    # bytes (its softmax round trips too, though they belong to attention alone: no
-    # profile with PIM sets the field). By Minkowski's inequality the sum is never below
-    # the whole step's overlap.
-    class_tier = (moved / stream_eff[:, None]) * safe_div(stream, slow)[None, :]  # [classes, tiers]
-    class_tier = class_tier.at[:, PIM].set(tier_seconds[PIM] * safe_div(moved[:, PIM], tier_bytes[PIM]))
+    # et al., OSDI 2025, arXiv:2408.12757). Each class streams its full-rate bytes at the
+    # step's rate (so the weights' unpacking time, `busy`, slows the KV classes' bytes as
+    # well, an approximation); of the PIM tier's time each class takes its share of the
+    # PIM bytes (its softmax round trips too, though they belong to attention alone: no
+    # profile with PIM sets the field; the share's floor of 1 B keeps its gradient finite
+    # over a vanishing PIM tier). By Minkowski's inequality the sum is never below the
+    # whole step's overlap.
+    class_tier = seconds_at(moved / stream_eff[:, None] / tp, bandwidth[None, :])  # [classes, tiers]
+    pim_share = moved[:, PIM] / jnp.maximum(tier_bytes[PIM], 1.0)
+    class_tier = class_tier.at[:, PIM].set(tier_seconds[PIM] * pim_share)
     in_sequence = jnp.sum(
         ch.overlapped_seconds(class_tier[:, SRAM], class_tier[:, PIM], class_tier[:, DRAM], class_compute, chip)
     )
