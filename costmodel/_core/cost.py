@@ -49,15 +49,16 @@ class Cost(eqx.Module):
         flops: FLOPs per step (all chips), FLOP.
         serial_seconds: latency, kernel overhead and communication per step (per
             pass), s.
-        With `Chip.serial_kernels` > 0 the channel times (`tier_seconds`,
-        `compute_seconds`) are still those of the whole step, but the step is no longer
-        their overlap plus `serial_seconds`: each class's kernel overlaps its own and
-        the classes add, so the step can exceed every channel and `bound` names the
-        largest channel, not a share of the step.
         static_joules: static energy per step (all chips), J.
         stored_bytes: bytes each chip holds in each tier after spilling, B.
         overflow_bytes: bytes per chip that fit in no tier, B.
         feasible: whether everything fits.
+
+    With `Chip.serial_kernels` > 0 the channel times (`tier_seconds`, `compute_seconds`)
+    are still those of the whole step, but the step is no longer their overlap plus
+    `serial_seconds`: each class's kernel overlaps its own channels and the classes add,
+    so the step can exceed every channel, and `bound` names the largest channel, not a
+    share of the step.
     """
 
     seconds_per_step: Scalar
