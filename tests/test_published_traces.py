@@ -1,6 +1,7 @@
 """Published GPU traces and the chips calibrated on them (issue 16); the trace's `source`
 column and its one-line errors for a row cut short."""
 
+import importlib.util
 import math
 import re
 import subprocess
@@ -133,6 +134,24 @@ def test_calibrated_chip_says_what_was_fitted_and_what_was_copied(preset):
     assert "held_at_preset" in sources and "from_preset" in sources
     for field in ("power_cap_w", "energy_pj_per_flop", "link_bandwidth_GBps", "parallel_units"):
         assert field in sources["from_preset"] and sources[field].startswith(f"preset {preset}")
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_what_the_traces_cannot_measure_is_the_presets_today(preset):
+    """Every top-level number of the preset that the fit does not set (benchmarks/
+    calibration_gpu.py `FITTED_TOP`) is in the calibrated file with the preset's value now:
+    a field added to data/chips.toml after the file was written (as `prefill_efficiency`
+    was) fails here until `python benchmarks/calibration_gpu.py --fit PRESET` is re-run."""
+    spec = importlib.util.spec_from_file_location("calibration_gpu", ROOT / "benchmarks" / "calibration_gpu.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    presets = tomllib.loads((ROOT / "data" / "chips.toml").read_text())["chips"]
+    table = tomllib.loads((CALIBRATED / f"{preset}-published.toml").read_text())
+    copied = {k: v for k, v in presets[preset].items() if k not in script.FITTED_TOP and not isinstance(v, dict)}
+    assert "prefill_efficiency" in copied or preset != "h200-sxm"
+    assert {k: table.get(k) for k in copied} == copied
+    assert chip_info(f"{preset}-published").prefill_efficiency == chip_info(preset).prefill_efficiency
 
 
 @pytest.mark.parametrize("preset", PRESETS)
