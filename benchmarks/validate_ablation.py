@@ -27,6 +27,9 @@ Terms:
 - **K/V re-reads of TensorRT-LLM before v0.7** (`Chip.attention_kv_rereads`, the
   `trt-llm` profile's `attention_kv_rereads = 1`): its attention streams a GQA group's
   K/V once per query head. Off: once per K/V head.
+- **TurboMind's heads per block** (`Chip.attention_heads_per_block`, the `lmdeploy-0.1`
+  and `lmdeploy-0.2` profiles' 4): its attention streams each K/V head once per block of
+  4 query heads (twice for Llama 2 70B's group of 8). Off: once per K/V head.
 - **Dequantisation** (`costmodel.dequant_seconds`, a profile's `dequant_ops`): gpt-fast's
   kernels spend 1 (int8) and 1.875 (int4, group 32) ALU instructions per weight element
   unpacking it, which lengthens each in-flight slot of the latency-bound stream. Off: the
@@ -72,6 +75,10 @@ def _trt_tile(frameworks, rows):
 
 def _rereads_off(frameworks):
     return {k: dataclasses.replace(f, kv_rereads=None) for k, f in frameworks.items()}
+
+
+def _heads_off(frameworks):
+    return {k: dataclasses.replace(f, heads_per_block=None) for k, f in frameworks.items()}
 
 
 def _serial_off(frameworks):
@@ -122,6 +129,7 @@ def main() -> None:
         "both new off": _refit(rows, _serial_off(shipped), prompt_pass_efficiency=False),
         "K/V re-reads off": _refit(rows, _rereads_off(shipped)),
         "both off": _refit(rows, _rereads_off(shipped), prefill_at_chip_rate=False),
+        "heads per block off": _refit(rows, _heads_off(shipped)),
         "dequant off": _refit(rows, _dequant_off(shipped)),
         **{f"trt-llm n-half {n:g}": _refit(rows, _trt_tile(shipped, n)) for n in TRT_TILE_ROWS},
     }

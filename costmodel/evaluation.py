@@ -493,13 +493,15 @@ def apply_host(chip: Chip, host_us) -> Chip:
 def apply_profile_fields(chip: Chip, f: Framework) -> Chip:
     """A chip with the fields of a profile that are not in its log vector, where the
     profile gives them: its host time (`apply_host`), its attention kernels' K/V
-    re-reads (`Chip.attention_kv_rereads`), whether it runs a layer's kernels in sequence
-    (`Chip.serial_kernels`) and the share of the DRAM it allocates
+    re-reads (`Chip.attention_kv_rereads`, `Chip.attention_heads_per_block`), whether it runs
+    a layer's kernels in sequence (`Chip.serial_kernels`) and the share of the DRAM it allocates
     (`Framework.memory_fraction`: the DRAM tier's capacity scaled by it)."""
     if f.host is not None:
         chip = apply_host(chip, f.host)
     if f.kv_rereads is not None:
         chip = chip.replace(attention_kv_rereads=f.kv_rereads)
+    if f.heads_per_block is not None:
+        chip = chip.replace(attention_heads_per_block=f.heads_per_block)
     if f.serial_kernels is not None:
         chip = chip.replace(serial_kernels=f.serial_kernels)
     if f.memory_fraction != 1.0:
@@ -517,7 +519,8 @@ def allocate_dram(chip: Chip, capacity, fraction: float) -> Chip:
 def apply_framework(info: ChipInfo, framework: str, frameworks: dict[str, Framework] | None = None) -> ChipInfo:
     """A `ChipInfo` whose chip has the framework profile applied (for `evaluate`): its
     multipliers, kernel concurrency and GEMMs' half-rate rows (`apply_multipliers`), its host time
-    (`apply_host`), its attention kernels' K/V re-reads (`Chip.attention_kv_rereads`), whether it
+    (`apply_host`), its attention kernels' K/V re-reads (`Chip.attention_kv_rereads`,
+    `Chip.attention_heads_per_block`), whether it
     runs a layer's kernels in sequence (`Chip.serial_kernels`), and its
     scheduler's batch cap (`ChipInfo.max_batch`, for `serve`), and its kernels' instructions to
     unpack quantised weights (`ChipInfo.dequant_ops`). `frameworks`: the profiles to

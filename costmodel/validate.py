@@ -40,8 +40,9 @@ table's long-prompt time to first token for the H100, H200 and MI300X; 1 elsewhe
 `costmodel.serving.prompt_seconds` prices one. `costmodel serve` and `validate
 --serving` price a chunked prefill inside the decode step, at the profile's.
 A profile may also set its attention kernels' K/V re-reads (`Chip.attention_kv_rereads`:
-TensorRT-LLM before its XQA kernel, profile `trt-llm`; `trt-llm-0.7` after) and run a
-layer's kernels in sequence (`Chip.serial_kernels`: every GPU engine).
+TensorRT-LLM before its XQA kernel, profile `trt-llm`; `trt-llm-0.7` after; and
+`Chip.attention_heads_per_block`: LMDeploy's TurboMind, 4 query heads of a group per
+block) and run a layer's kernels in sequence (`Chip.serial_kernels`: every GPU engine).
 """
 
 from __future__ import annotations

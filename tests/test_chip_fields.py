@@ -52,6 +52,7 @@ SWITCH_ON = {
     "pim_energy_per_byte": 1e-12,
     "parallel_units": 100.0,
     "bytes_in_flight": 1e3,
+    "attention_heads_per_block": 1.0,
 }
 """Value given to a leaf that is 0 on a chip (a term that is off): a typical 'on'."""
 

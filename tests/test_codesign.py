@@ -92,6 +92,7 @@ def test_designed_chip_inherits_the_system_kernel_fields():
         half_rate_rows=3.0,
         attention_half_rate_rows=5.0,
         attention_kv_rereads=1.0,
+        attention_heads_per_block=2.0,
         serial_kernels=1.0,
         host_step=27e-6,
         host_per_sequence=1e-6,
@@ -105,6 +106,7 @@ def test_designed_chip_inherits_the_system_kernel_fields():
         "half_rate_rows",
         "attention_half_rate_rows",
         "attention_kv_rereads",
+        "attention_heads_per_block",
         "serial_kernels",
         "small_kernel_bytes",
     )

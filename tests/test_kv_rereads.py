@@ -1,5 +1,6 @@
 """Decode attention that streams a GQA group's K/V once per query head
-(`Chip.attention_kv_rereads`), and a static batch's prefill at the chip's own rate."""
+(`Chip.attention_kv_rereads`) or once per block of query heads
+(`Chip.attention_heads_per_block`), and a static batch's prefill at the chip's own rate."""
 
 import dataclasses
 
@@ -11,7 +12,7 @@ import pytest
 
 import costmodel as cm
 import costmodel.validate as v
-from costmodel._core.channels import class_stream_efficiency
+from costmodel._core.channels import class_stream_efficiency, kv_reads
 from costmodel._core.traffic import CLASS_IS_KV
 from costmodel.io import chip_info
 from costmodel.io.frameworks import load_frameworks
@@ -107,3 +108,79 @@ def test_a_model_without_kv_heads_has_nothing_to_reread():
     assert float(t.heads_per_kv_head) == 1.0
     chip = cm.chip_preset("h100-sxm").replace(attention_kv_rereads=1.0)
     assert np.all(np.isfinite(np.asarray(class_stream_efficiency(t, chip))))
+
+
+# --- decode attention that splits a GQA group over blocks (`Chip.attention_heads_per_block`)
+
+
+def _step_h(model, heads_per_block, batch=64, context=2048, chip="h100-sxm"):
+    w = cm.Workload(cm.model_preset(model), cm.Scenario(batch=batch, context=context))
+    c = cm.chip_preset(chip).replace(attention_heads_per_block=heads_per_block)
+    placement = cm.policy_placement("dram", cm.lower_traffic(w), c)
+    return cm.decode_cost(w, c, placement).seconds_per_step
+
+
+@pytest.mark.parametrize("model, g", [("llama-2-70b", 8), ("llama-3-8b", 4), ("llama-2-7b", 1), ("llama-3.1-405b", 16)])
+def test_heads_per_block_closed_form(model, g):
+    """Each K/V head is streamed g / min(h, g) times (1 at h = 0, the whole group); with
+    `attention_kv_rereads` set too, the larger of the two counts."""
+    t = cm.lower_traffic(cm.Workload(cm.model_preset(model), cm.Scenario(batch=4, context=512)), buckets=False)
+    assert float(t.heads_per_kv_head) == g
+    chip = cm.chip_preset("h100-sxm")
+    for h, want in ((0.0, 1.0), (1.0, g), (2.0, g / min(2, g)), (4.0, g / min(4, g)), (64.0, 1.0)):
+        assert float(kv_reads(t, chip.replace(attention_heads_per_block=h))) == pytest.approx(want), h
+    both = chip.replace(attention_heads_per_block=4.0, attention_kv_rereads=0.5)
+    assert float(kv_reads(t, both)) == pytest.approx(max(g / min(4, g), 1 + 0.5 * (g - 1)))
+    base = np.asarray(class_stream_efficiency(t, chip))
+    got = np.asarray(class_stream_efficiency(t, chip.replace(attention_heads_per_block=4.0)))
+    want = np.where(np.asarray(CLASS_IS_KV), base / (g / min(4, g)), base)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_fewer_heads_per_block_never_speed_a_step():
+    """Llama 2 70B (g = 8) at a KV-heavy point: 8, 4, 2, 1 heads per block, slower each
+    time; the whole group (0) is the 8-head time; Llama 2 7B (no GQA) is untouched."""
+    times = [float(_step_h("llama-2-70b", h, context=8192)) for h in (0.0, 8.0, 4.0, 2.0, 1.0)]
+    assert times[0] == pytest.approx(times[1], rel=1e-6)
+    assert all(b > a for a, b in zip(times[1:], times[2:]))
+    assert float(_step_h("llama-2-7b", 1.0)) == pytest.approx(float(_step_h("llama-2-7b", 0.0)), rel=1e-6)
+
+
+def test_heads_per_block_gradient_matches_finite_differences(x64):
+    h0, d = 3.0, 1e-5
+    grad = float(jax.grad(lambda h: _step_h("llama-2-70b", h, context=8192))(jnp.asarray(h0)))
+    fd = (float(_step_h("llama-2-70b", h0 + d, context=8192)) - float(_step_h("llama-2-70b", h0 - d, context=8192))) / (
+        2 * d
+    )
+    assert grad < 0 and grad == pytest.approx(fd, rel=1e-5)
+
+
+def test_heads_per_block_jit_and_vmap_agree():
+    w = cm.Workload(cm.model_preset("llama-2-70b"), cm.Scenario(batch=32, context=4096))
+    chip = cm.chip_preset("a100-80gb-sxm")
+    t = cm.lower_traffic(w)
+    placement = cm.policy_placement("dram", t, chip)
+
+    def step(h):
+        return cm.decode_cost(w, chip.replace(attention_heads_per_block=h), placement).seconds_per_step
+
+    hs = jnp.asarray([0.0, 1.0, 2.0, 4.0])
+    np.testing.assert_allclose(jax.vmap(jax.jit(step))(hs), [float(step(h)) for h in hs], rtol=1e-6)
+
+
+def test_lmdeploy_profiles_split_a_group_in_fours_and_chip_files_omit_it(tmp_path):
+    from costmodel.evaluation import apply_framework
+
+    frameworks = load_frameworks()
+    assert frameworks["lmdeploy-0.1"].heads_per_block == frameworks["lmdeploy-0.2"].heads_per_block == 4.0
+    assert frameworks["trt-llm"].heads_per_block is None
+    assert float(apply_framework(chip_info("a100-80gb-sxm"), "lmdeploy-0.2").chip.attention_heads_per_block) == 4.0
+    assert float(chip_info("a100-80gb-sxm").chip.attention_heads_per_block) == 0.0
+    assert_omitted_at_zero_and_round_trips(tmp_path, "attention_heads_per_block", values=(0.0, 4.0))
+
+
+def test_a_profile_heads_per_block_not_a_whole_number_names_the_field(tmp_path):
+    old = "attention_heads_per_block = 4  #"
+    assert_profile_edit_is_refused(
+        tmp_path, old, "attention_heads_per_block = 2.5  #", r"'attention_heads_per_block' = 2\.5"
+    )

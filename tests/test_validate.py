@@ -88,7 +88,7 @@ def test_reported_figures_are_the_shipped_ones(results):
     s = v.summarize(results)
     assert s["median_ape"]["batch1-gpu"] == pytest.approx(0.077, abs=0.002)
     assert s["median_ape"]["apple"] == pytest.approx(0.025, abs=0.002)
-    assert s["median_ape"]["large-batch"] == pytest.approx(0.206, abs=0.002)
+    assert s["median_ape"]["large-batch"] == pytest.approx(0.204, abs=0.002)
     assert s["n_test"] == {"batch1-gpu": 49, "apple": 9, "large-batch": 73, "sram": 5}
     assert s["max_factor"]["sram"] == pytest.approx(1.66, abs=0.01)
     # with the prompt pass's efficiency of the H100 (H200) and MI300X behind static batches
@@ -101,10 +101,11 @@ def test_reported_figures_are_the_shipped_ones(results):
     # the tenth check's 19 rows: their one blind score, at a05f78d
     tenth = s["blind"]["large-batch"]["2026-12-06, tenth check"]
     assert tenth["n"] == 19 and tenth["median_ape"] == pytest.approx(0.270, abs=0.002)
-    # the eleventh check's 28 large-batch and 2 batch-1 rows: their one blind score, at f5ac143
+    # the eleventh check's 28 large-batch and 2 batch-1 rows: 25.5 % their one blind score
+    # (f5ac143), 24.6 % since TurboMind's heads per block
     eleventh = "2026-12-06, eleventh check"
     assert s["blind"]["large-batch"][eleventh]["n"] == 28 and s["blind"]["batch1-gpu"][eleventh]["n"] == 2
-    assert s["blind"]["large-batch"][eleventh]["median_ape"] == pytest.approx(0.255, abs=0.002)
+    assert s["blind"]["large-batch"][eleventh]["median_ape"] == pytest.approx(0.246, abs=0.002)
 
 
 def test_every_scored_row_is_feasible_and_finite(rows):

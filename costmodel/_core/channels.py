@@ -65,20 +65,48 @@ def kernel_efficiency(kernel_bytes, chip: Chip):
     return 1.0 - (1.0 - chip.small_kernel_efficiency) * small
 
 
+def kv_reads(traffic: Traffic, chip: Chip) -> Scalar:
+    """Times the decode-attention kernels stream each K/V head, for `g` query heads per
+    K/V head: `1 + r (g - 1)` with `r = Chip.attention_kv_rereads`, or `g / min(h, g)`
+    with `h = Chip.attention_heads_per_block` (> 0), whichever is more; 1 when neither is
+    set or without GQA (g = 1).
+
+    TensorRT-LLM's masked-MHA generation kernel launches one block per query head and
+    sequence (r = 1: `mmha_launch_kernel_ex` in cpp/tensorrt_llm/kernels/
+    decoderMaskedMultiheadAttention/decoderMaskedMultiheadAttentionLaunch.h; its XQA
+    kernel for MQA/GQA "reduc[es] data loading", 2.4x on Llama-70B: docs/source/blogs/
+    XQA-kernel.md and Falcon180B-H200.md, github.com/NVIDIA/TensorRT-LLM). LMDeploy's
+    TurboMind decoder attention (v0.1.0-v0.2.x) gives each block 4 query heads of a group
+    that divides by 4, 2 of one that divides by 2, else 1 (h = 4 for a group of 8: each
+    K/V head read twice; `DispatchDecoderMultiheadAttention`, src/turbomind/kernels/
+    decoder_multihead_attention/decoder_multihead_attention.cu, github.com/InternLM/
+    lmdeploy at v0.1.0 and v0.2.0).
+
+    Examples:
+        >>> import costmodel as cm
+        >>> from costmodel._core.channels import kv_reads
+        >>> w = cm.Workload(cm.model_preset("llama-2-70b"), cm.Scenario(batch=8, context=2048))  # g = 8
+        >>> chip = cm.chip_preset("h100-sxm")
+        >>> t = cm.lower_traffic(w, buckets=False)
+        >>> float(kv_reads(t, chip)), float(kv_reads(t, chip.replace(attention_heads_per_block=4.0)))
+        (1.0, 2.0)
+        >>> float(kv_reads(t, chip.replace(attention_kv_rereads=1.0)))
+        8.0
+    """
+    g = traffic.heads_per_kv_head
+    h = chip.attention_heads_per_block
+    per_block = jnp.where(h > 0, g / jnp.clip(h, 1.0, jnp.maximum(g, 1.0)), 1.0)
+    return jnp.maximum(1.0 + chip.attention_kv_rereads * (g - 1.0), per_block)
+
+
 def class_stream_efficiency(traffic: Traffic, chip: Chip) -> PerClass:
     """Fraction of the SRAM and DRAM bandwidth each block class's kernels stream at:
     the `kernel_efficiency` of one chip's share of their operands (each chip holds
     1/tp of every matrix and cache), times `Chip.attention_stream_efficiency` for
     the KV classes (decode attention gathers pages of many sequences), over the times
-    a kernel streams each K/V head: `1 + r (g - 1)` for `g` query heads per K/V head
-    and `r = Chip.attention_kv_rereads` (TensorRT-LLM's masked-MHA generation kernel
-    launches one block per query head and sequence, `mmha_launch_kernel_ex` in
-    cpp/tensorrt_llm/kernels/decoderMaskedMultiheadAttention/
-    decoderMaskedMultiheadAttentionLaunch.h; its XQA kernel for MQA/GQA "reduc[es] data
-    loading", 2.4x on Llama-70B: docs/source/blogs/XQA-kernel.md and Falcon180B-H200.md,
-    github.com/NVIDIA/TensorRT-LLM). Time only: the bytes and energy are not charged."""
-    reads = 1.0 + chip.attention_kv_rereads * (traffic.heads_per_kv_head - 1.0)
-    kv = jnp.where(jnp.asarray(CLASS_IS_KV), chip.attention_stream_efficiency / reads, 1.0)
+    a kernel streams each K/V head (`kv_reads`). Time only: the bytes and energy are not
+    charged."""
+    kv = jnp.where(jnp.asarray(CLASS_IS_KV), chip.attention_stream_efficiency / kv_reads(traffic, chip), 1.0)
     return kv * kernel_efficiency(traffic.kernel_bytes / chip.tensor_parallel, chip)
 
 

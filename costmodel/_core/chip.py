@@ -104,6 +104,13 @@ class Chip(eqx.Module):
             (`costmodel.class_stream_efficiency`): priced as time at the stream's rate,
             as if every re-read reached DRAM; the re-read bytes and their energy are not
             added to the step's (how many L2 serves is not known).
+        attention_heads_per_block: query heads of a grouped-query (GQA) group that one
+            decode-attention thread block serves from one read of their K/V head, a
+            count >= 0; 0: the whole group (one read of each K/V head). A kernel that
+            splits a group of `g` query heads over blocks of `h` streams each K/V head
+            `g / min(h, g)` times (LMDeploy's TurboMind decoder attention: 4 heads per
+            block where the group divides by 4); the K/V stream takes as long as the
+            larger of that and the `attention_kv_rereads` count, priced like it.
         half_rate_rows: Hockney's n½ of the weight matmuls, in rows m sharing each
             weight element (the tokens of the batch): a multi-row matmul runs at
             `m / (m + n½ (1 - 1/m))` of the rate, a GEMV (m = 1) at all of it
@@ -173,6 +180,7 @@ class Chip(eqx.Module):
     attention_efficiency: Scalar
     attention_stream_efficiency: Scalar
     attention_kv_rereads: Scalar
+    attention_heads_per_block: Scalar
     half_rate_rows: Scalar
     small_kernel_bytes: Scalar
     small_kernel_efficiency: Scalar
@@ -226,6 +234,7 @@ def make_chip(
     attention_efficiency: RealScalarLike = 1.0,
     attention_stream_efficiency: RealScalarLike = 1.0,
     attention_kv_rereads: RealScalarLike = 0.0,
+    attention_heads_per_block: RealScalarLike = 0.0,
     half_rate_rows: RealScalarLike = 0.0,
     attention_half_rate_rows: RealScalarLike = 0.0,
     small_kernel_bytes: RealScalarLike = 0.0,
@@ -275,6 +284,7 @@ def make_chip(
         attention_efficiency=f(attention_efficiency),
         attention_stream_efficiency=f(attention_stream_efficiency),
         attention_kv_rereads=f(attention_kv_rereads),
+        attention_heads_per_block=f(attention_heads_per_block),
         half_rate_rows=f(half_rate_rows),
         small_kernel_bytes=f(small_kernel_bytes),
         small_kernel_efficiency=f(small_kernel_efficiency),

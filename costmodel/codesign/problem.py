@@ -216,6 +216,7 @@ def design_chip(problem: Problem, x, design: Design | None = None) -> Chip:
         half_rate_rows=ref.half_rate_rows,
         attention_half_rate_rows=ref.attention_half_rate_rows,
         attention_kv_rereads=ref.attention_kv_rereads,
+        attention_heads_per_block=ref.attention_heads_per_block,
         serial_kernels=ref.serial_kernels,
         small_kernel_bytes=ref.small_kernel_bytes,
         small_kernel_efficiency=ref.small_kernel_efficiency,

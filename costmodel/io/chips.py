@@ -119,6 +119,7 @@ CHIP_SCHEMA: tuple[ChipField, ...] = (
     _top("attention_efficiency", "fraction", 1.0, ("attention_efficiency",), default=1.0),
     _top("attention_stream_efficiency", "fraction", 1.0, ("attention_stream_efficiency",), default=1.0),
     _top("attention_kv_rereads", "unit", 1.0, ("attention_kv_rereads",), default=0.0),
+    _top("attention_heads_per_block", "nonneg", 1.0, ("attention_heads_per_block",), default=0.0),
     _top("half_rate_rows", "nonneg", 1.0, ("half_rate_rows",), default=0.0),
     # Absent: the weight matmuls' (`_derived_half_rate`), as before the two were apart.
     _top("attention_half_rate_rows", "nonneg", 1.0, ("attention_half_rate_rows",)),
@@ -142,7 +143,13 @@ DERIVED = DERIVED_PEAKS | {"attention_half_rate_rows"}
 """Optional fields whose default comes from another field (`_derived_peaks`,
 `_derived_half_rate`): a file leaves them out where they equal it."""
 
-OMITTED_AT_ZERO = ("host_step_us", "host_per_sequence_us", "attention_kv_rereads", "serial_kernels")
+OMITTED_AT_ZERO = (
+    "host_step_us",
+    "host_per_sequence_us",
+    "attention_kv_rereads",
+    "attention_heads_per_block",
+    "serial_kernels",
+)
 """Fields a chip file leaves out at 0, their default (`chip_table`)."""
 
 SYSTEM_FIELDS = {"max_chips": "count"}

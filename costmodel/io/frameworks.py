@@ -43,6 +43,12 @@ KV_REREADS = "attention_kv_rereads"
 head of its group (`Chip.attention_kv_rereads`, in [0, 1]); absent: the chip's own. Set
 from the framework's kernel design (a source), not fitted, and not in the log vector."""
 
+HEADS_PER_BLOCK = "attention_heads_per_block"
+"""Query heads of a grouped-query group one of the framework's decode-attention thread
+blocks serves from one read of their K/V head (`Chip.attention_heads_per_block`, a whole
+number >= 1); absent: the chip's own. Set from the framework's kernel source, not fitted,
+and not in the log vector."""
+
 SERIAL_KERNELS = "serial_kernels"
 """Whether the engine runs a layer's kernels one after another (`Chip.serial_kernels`, in
 [0, 1]: 1 for one CUDA stream, where a compute-bound GEMM cannot hide a memory-bound
@@ -98,6 +104,8 @@ class Framework:
         kv_rereads: `Chip.attention_kv_rereads` of the framework's decode-attention
             kernels (1: one block per query head streams its group's K/V), or None
             (the chip's own).
+        heads_per_block: `Chip.attention_heads_per_block` of the framework's
+            decode-attention kernels (`HEADS_PER_BLOCK`), or None (the chip's own).
         carried: (field, profile) pairs: fields whose value is another profile's
             fitted one, copied (vllm-0.6-rocm's host times are vllm-0.6's); the loader
             checks the copy against the source.
@@ -119,6 +127,7 @@ class Framework:
     max_batch: int | None = None
     carried: tuple[tuple[str, str], ...] = ()
     kv_rereads: float | None = None
+    heads_per_block: float | None = None
     dequant_ops: tuple[tuple[str, float], ...] = ()
     memory_fraction: float = 1.0
     serial_kernels: float | None = None
@@ -156,6 +165,7 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
                 HALF_RATE: "positive",
                 "max_batch": "count",
                 KV_REREADS: "unit",
+                HEADS_PER_BLOCK: "count",
                 SERIAL_KERNELS: "unit",
                 MEMORY_FRACTION: "fraction",
                 **{k: "nonneg" for k in HOST_FIELDS},
@@ -213,6 +223,7 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
             source=t["source"],
             carried=tuple(sorted(carried.items())),
             kv_rereads=t.get(KV_REREADS),
+            heads_per_block=float(t[HEADS_PER_BLOCK]) if HEADS_PER_BLOCK in t else None,
             dequant_ops=tuple(sorted((k, float(v)) for k, v in dequant.items())),
             memory_fraction=t.get(MEMORY_FRACTION, 1.0),
             serial_kernels=t.get(SERIAL_KERNELS),
