@@ -88,11 +88,11 @@ def test_reported_figures_are_the_shipped_ones(results):
     s = v.summarize(results)
     assert s["median_ape"]["batch1-gpu"] == pytest.approx(0.077, abs=0.002)
     assert s["median_ape"]["apple"] == pytest.approx(0.025, abs=0.002)
-    assert s["median_ape"]["large-batch"] == pytest.approx(0.204, abs=0.002)
+    assert s["median_ape"]["large-batch"] == pytest.approx(0.192, abs=0.002)
     assert s["n_test"] == {"batch1-gpu": 49, "apple": 9, "large-batch": 73, "sram": 5}
     assert s["max_factor"]["sram"] == pytest.approx(1.66, abs=0.01)
     # with the prompt pass's efficiency of the H100 (H200) and MI300X behind static batches
-    fitted = {"batch1-gpu": (10, 15), "apple": (2, 2), "large-batch": (9, 15), "sram": (2, 2)}
+    fitted = {"batch1-gpu": (10, 15), "apple": (2, 2), "large-batch": (10, 18), "sram": (2, 2)}
     assert {g: (f["parameters"], f["rows"]) for g, f in s["fitted"].items()} == fitted
     # the second blind check's ten H200 rows, apart
     second = s["blind"]["large-batch"]["2026-12-04, second check"]
@@ -102,10 +102,10 @@ def test_reported_figures_are_the_shipped_ones(results):
     tenth = s["blind"]["large-batch"]["2026-12-06, tenth check"]
     assert tenth["n"] == 19 and tenth["median_ape"] == pytest.approx(0.270, abs=0.002)
     # the eleventh check's 28 large-batch and 2 batch-1 rows: 25.5 % their one blind score
-    # (f5ac143), 24.6 % since TurboMind's heads per block
+    # (f5ac143), 23.4 % since TurboMind's heads per block and NCCL all-reduce latency
     eleventh = "2026-12-06, eleventh check"
     assert s["blind"]["large-batch"][eleventh]["n"] == 28 and s["blind"]["batch1-gpu"][eleventh]["n"] == 2
-    assert s["blind"]["large-batch"][eleventh]["median_ape"] == pytest.approx(0.246, abs=0.002)
+    assert s["blind"]["large-batch"][eleventh]["median_ape"] == pytest.approx(0.234, abs=0.002)
 
 
 def test_every_scored_row_is_feasible_and_finite(rows):
