@@ -798,6 +798,7 @@ def _fields(preset: str, calibrated: str) -> list[str]:
 def _refit_profiles(rows, frameworks: dict, done: list[str]) -> dict:
     """Every profile fitted on a row of a calibrated preset, refitted on the same rows and
     fields with those rows moved to the calibrated chip (`costmodel.validate.fit_framework`)."""
+    from costmodel.io.frameworks import PROFILE_FIELDS
     from costmodel.validate import fit_framework
 
     by_id = {r.id: r for r in rows}
@@ -810,6 +811,12 @@ def _refit_profiles(rows, frameworks: dict, done: list[str]) -> dict:
         # The profile's fields outside its vector (K/V re-reads, dequantisation) apply in
         # the fit as in the prediction.
         m = fit_framework(moved, f.fit, fixed=f.multipliers, profile=f)
+        out[name] = dataclasses.replace(f, multipliers=tuple(m))
+    for name, f in out.items():  # a carried value follows its source's refit (lmdeploy's NCCL latency)
+        m = list(f.multipliers)
+        for key, source in f.carried:
+            if key in PROFILE_FIELDS:
+                m[PROFILE_FIELDS.index(key)] = out[source].multipliers[PROFILE_FIELDS.index(key)]
         out[name] = dataclasses.replace(f, multipliers=tuple(m))
     return out
 
