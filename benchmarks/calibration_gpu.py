@@ -558,6 +558,18 @@ def _round6(x: float) -> float:
     return float(f"{x:.6g}")
 
 
+def _rate16(t: dict) -> float:
+    """A chip table's sustained 16-bit rate, TFLOPS: its peak times its compute efficiency."""
+    return t["peak_tflops_16"] * t.get("compute_efficiency", 1.0)
+
+
+def prompt_pass_share(p: dict, table: dict) -> float:
+    """The preset `p`'s `prefill_efficiency` (a share of its sustained 16-bit rate,
+    calibrated on time-to-first-token rows) as a share of the calibrated chip `table`'s
+    rate: the prompt pass keeps the rate those rows measured (capped at 1)."""
+    return _round6(min(1.0, p["prefill_efficiency"] * _rate16(p) / _rate16(table)))
+
+
 def _complete(table: dict, preset: str, p: dict, frozen: dict, factors: dict, command: str, cli: str) -> dict:
     """The fitted chip table with what the traces cannot measure copied from the preset
     `p` (its `data/chips.toml` table) and a note on every field saying which it is."""
@@ -581,6 +593,13 @@ def _complete(table: dict, preset: str, p: dict, frozen: dict, factors: dict, co
         table[key] = p[key]
         why = f": {preset_sources[key]}" if isinstance(preset_sources.get(key), str) else ""
         sources[key] = f"preset {preset} (data/chips.toml), not measured by a microbenchmark trace{why}"
+    if "prefill_efficiency" in p:
+        table["prefill_efficiency"] = prompt_pass_share(p, table)
+        sources["prefill_efficiency"] = (
+            f"preset {preset}'s {p['prefill_efficiency']:g} of its sustained 16-bit rate ({_rate16(p):g} TFLOPS), "
+            f"restated as a share of this file's ({_rate16(table):g} TFLOPS): the same prompt-pass rate, which "
+            "single long-prompt time-to-first-token rows measured (data/chips.toml) and a microbenchmark trace does not"
+        )
     # `costmodel calibrate` writes placement "sram" (fill the cache first), right for a
     # step whose bytes stay in cache; a GPU's L2 is a hardware-managed cache that a
     # decode step's GB of weights stream through, and the fit's own knee gives such a
@@ -650,7 +669,10 @@ def _complete(table: dict, preset: str, p: dict, frozen: dict, factors: dict, co
     )
     sources["from_preset"] = (
         f"not measured by a microbenchmark trace, copied from preset {preset} (data/chips.toml): "
-        + ", ".join([*copied, "dram.capacity_GB", "sram/dram.energy_pj_per_byte"])
+        + ", ".join(
+            [*(k for k in copied if k != "prefill_efficiency"), "dram.capacity_GB", "sram/dram.energy_pj_per_byte"]
+        )
+        + ("; prefill_efficiency restated at the preset's prompt-pass rate" if "prefill_efficiency" in copied else "")
     )
     table["sources"] = sources
     table["source"] = f"`{command}`: the fit of `{cli}` with the knobs of [sources].held_at_preset held at the preset"
@@ -797,13 +819,16 @@ def _fields(preset: str, calibrated: str) -> list[str]:
 
 def _refit_profiles(rows, frameworks: dict, done: list[str]) -> dict:
     """Every profile fitted on a row of a calibrated preset, refitted on the same rows and
-    fields with those rows moved to the calibrated chip (`costmodel.validate.fit_framework`)."""
-    from costmodel.io.frameworks import PROFILE_FIELDS
+    fields with those rows moved to the calibrated chip (`costmodel.validate.fit_framework`);
+    a profile that carries a value (`Framework.carried`) takes its source's refitted one
+    (`with_carried`: lmdeploy's NCCL latency follows gpt-fast's)."""
+    from costmodel.io.frameworks import with_carried
     from costmodel.validate import fit_framework
 
     by_id = {r.id: r for r in rows}
     out = dict(frameworks)
-    for name, f in frameworks.items():
+    for name in sorted(out, key=lambda n: bool(out[n].carried)):
+        f = with_carried(out)[name]
         fitted = [by_id[i] for i in f.fitted_on if i in by_id]
         if not any(r.chip in done for r in fitted):
             continue
@@ -812,13 +837,7 @@ def _refit_profiles(rows, frameworks: dict, done: list[str]) -> dict:
         # the fit as in the prediction.
         m = fit_framework(moved, f.fit, fixed=f.multipliers, profile=f)
         out[name] = dataclasses.replace(f, multipliers=tuple(m))
-    for name, f in out.items():  # a carried value follows its source's refit (lmdeploy's NCCL latency)
-        m = list(f.multipliers)
-        for key, source in f.carried:
-            if key in PROFILE_FIELDS:
-                m[PROFILE_FIELDS.index(key)] = out[source].multipliers[PROFILE_FIELDS.index(key)]
-        out[name] = dataclasses.replace(f, multipliers=tuple(m))
-    return out
+    return with_carried(out)
 
 
 def main(argv: list[str]) -> int:

@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 
 import costmodel.validate as v
-from costmodel.io.frameworks import IN_FLIGHT, PROFILE_FIELDS, UNBOUNDED_IN_FLIGHT_KB
+from costmodel.io.frameworks import IN_FLIGHT, UNBOUNDED_IN_FLIGHT_KB, with_carried
 
 
 OUT = Path(__file__).with_name("validate_ablation.txt")
@@ -90,10 +90,13 @@ def _dequant_off(frameworks):
 
 
 def _refit(rows, frameworks, prefill_at_chip_rate=True, prompt_pass_efficiency=True):
+    """Every profile refitted on its fit rows among `rows` (a serving engine's host time
+    is fitted on serving rows, not these), the profiles that carry a value after its
+    source, with the source's refitted value (`with_carried`)."""
     by_id = {r.id: r for r in rows}
-    out = {}
-    for name, f in frameworks.items():
-        # A serving engine's host time is fitted on serving rows, not these.
+    out = dict(frameworks)
+    for name in sorted(out, key=lambda n: bool(out[n].carried)):
+        f = with_carried(out)[name]
         fitted = [by_id[i] for i in f.fitted_on if i in by_id]
         m = (
             v.fit_framework(
@@ -108,13 +111,7 @@ def _refit(rows, frameworks, prefill_at_chip_rate=True, prompt_pass_efficiency=T
             else f.multipliers
         )
         out[name] = dataclasses.replace(f, multipliers=tuple(m))
-    for name, f in out.items():  # a carried value follows its source's refit
-        m = list(f.multipliers)
-        for key, source in f.carried:
-            if key in PROFILE_FIELDS:
-                m[PROFILE_FIELDS.index(key)] = out[source].multipliers[PROFILE_FIELDS.index(key)]
-        out[name] = dataclasses.replace(f, multipliers=tuple(m))
-    return out
+    return with_carried(out)
 
 
 def main() -> None:

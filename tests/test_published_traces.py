@@ -139,19 +139,32 @@ def test_calibrated_chip_says_what_was_fitted_and_what_was_copied(preset):
 @pytest.mark.parametrize("preset", PRESETS)
 def test_what_the_traces_cannot_measure_is_the_presets_today(preset):
     """Every top-level number of the preset that the fit does not set (benchmarks/
-    calibration_gpu.py `FITTED_TOP`) is in the calibrated file with the preset's value now:
-    a field added to data/chips.toml after the file was written (as `prefill_efficiency`
-    was) fails here until `python benchmarks/calibration_gpu.py --fit PRESET` is re-run."""
+    calibration_gpu.py `FITTED_TOP`), the DRAM's capacity and the tiers' energies are in the
+    calibrated file with the preset's values now, and the prompt pass's efficiency keeps
+    the preset's prompt-pass rate (`prompt_pass_share`): a field added to data/chips.toml
+    after the file was written (as `prefill_efficiency` was) fails here until `python
+    benchmarks/calibration_gpu.py --fit PRESET` is re-run."""
     spec = importlib.util.spec_from_file_location("calibration_gpu", ROOT / "benchmarks" / "calibration_gpu.py")
     assert spec is not None and spec.loader is not None
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    presets = tomllib.loads((ROOT / "data" / "chips.toml").read_text())["chips"]
+    p = tomllib.loads((ROOT / "data" / "chips.toml").read_text())["chips"][preset]
     table = tomllib.loads((CALIBRATED / f"{preset}-published.toml").read_text())
-    copied = {k: v for k, v in presets[preset].items() if k not in script.FITTED_TOP and not isinstance(v, dict)}
-    assert "prefill_efficiency" in copied or preset != "h200-sxm"
+    copied = {k: v for k, v in p.items() if k not in script.FITTED_TOP and not isinstance(v, dict)}
+    share = copied.pop("prefill_efficiency", None)
     assert {k: table.get(k) for k in copied} == copied
-    assert chip_info(f"{preset}-published").prefill_efficiency == chip_info(preset).prefill_efficiency
+    assert table["dram"]["capacity_GB"] == p["dram"]["capacity_GB"]
+    for tier in ("sram", "dram"):
+        assert table[tier].get("energy_pj_per_byte") == p[tier].get("energy_pj_per_byte"), tier
+    info, cal = chip_info(preset), chip_info(f"{preset}-published")
+    if share is None:
+        assert "prefill_efficiency" not in table and cal.prefill_efficiency == 1.0
+        return
+    # the same prompt-pass rate on both chips, at the file's six digits
+    assert preset == "h200-sxm" and table["prefill_efficiency"] == script.prompt_pass_share(p, table)
+    rate = lambda i: float(i.chip.peak_flops[1] * i.chip.compute_efficiency) * i.prefill_efficiency
+    assert rate(cal) == pytest.approx(rate(info), rel=1e-5)
+    assert cal.prefill_efficiency < info.prefill_efficiency  # the fitted GEMM rate is above the preset's
 
 
 @pytest.mark.parametrize("preset", PRESETS)

@@ -106,7 +106,8 @@ class Chip(eqx.Module):
             added to the step's (how many L2 serves is not known).
         attention_heads_per_block: query heads of a grouped-query (GQA) group that one
             decode-attention thread block serves from one read of their K/V head, a
-            count >= 0; 0: the whole group (one read of each K/V head). A kernel that
+            count >= 0 (a chip file's is a whole number; a value in (0, 1) acts as 1);
+            0: the whole group (one read of each K/V head). A kernel that
             splits a group of `g` query heads over blocks of `h` streams each K/V head
             `g / min(h, g)` times (LMDeploy's TurboMind decoder attention: 4 heads per
             block where the group divides by 4); the K/V stream takes as long as the

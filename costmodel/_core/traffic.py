@@ -127,7 +127,7 @@ class Traffic(eqx.Module):
             `costmodel.PRECISIONS`).
         heads_per_kv_head: the model's query heads per K/V head (1 without GQA): how
             many times a kernel that does not share a K/V read across a group
-            streams it (`Chip.attention_kv_rereads`).
+            streams it (`Chip.attention_kv_rereads`, `Chip.attention_heads_per_block`).
         kernel_bytes: per class, operand bytes of one kernel over the class, B: a
             weight matrix (the bytes-weighted geometric mean of the Q/O and K/V
             projections for attention; one expert's matrix for experts), or the

@@ -119,7 +119,7 @@ CHIP_SCHEMA: tuple[ChipField, ...] = (
     _top("attention_efficiency", "fraction", 1.0, ("attention_efficiency",), default=1.0),
     _top("attention_stream_efficiency", "fraction", 1.0, ("attention_stream_efficiency",), default=1.0),
     _top("attention_kv_rereads", "unit", 1.0, ("attention_kv_rereads",), default=0.0),
-    _top("attention_heads_per_block", "nonneg", 1.0, ("attention_heads_per_block",), default=0.0),
+    _top("attention_heads_per_block", "wholenonneg", 1.0, ("attention_heads_per_block",), default=0.0, sweep="nonneg"),
     _top("half_rate_rows", "nonneg", 1.0, ("half_rate_rows",), default=0.0),
     # Absent: the weight matmuls' (`_derived_half_rate`), as before the two were apart.
     _top("attention_half_rate_rows", "nonneg", 1.0, ("attention_half_rate_rows",)),

@@ -145,6 +145,26 @@ class Framework:
         return self.multipliers[PROFILE_FIELDS.index(field)]
 
 
+def with_carried(frameworks: dict[str, Framework]) -> dict[str, Framework]:
+    """The profiles with every carried field of their vector (`Framework.carried`, a
+    `PROFILE_FIELDS` entry) set to its source's value, a chain of carries followed to its
+    end: what a refit of the sources hands on (benchmarks/validate_ablation.py,
+    benchmarks/calibration_gpu.py). Host fields are not in the vector and are left."""
+    out = dict(frameworks)
+    for _ in range(len(out)):
+        changed = False
+        for name, f in out.items():
+            m = list(f.multipliers)
+            for key, source in f.carried:
+                if key in PROFILE_FIELDS and m[PROFILE_FIELDS.index(key)] != out[source].value(key):
+                    m[PROFILE_FIELDS.index(key)] = out[source].value(key)
+                    changed = True
+            out[name] = dataclasses.replace(f, multipliers=tuple(m))
+        if not changed:
+            break
+    return out
+
+
 def frameworks_path() -> Path:
     return data_dir() / "frameworks.toml"
 
