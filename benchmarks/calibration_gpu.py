@@ -725,7 +725,10 @@ def side_by_side() -> str:
         "(2026-12-03) computed its errors, and were not refitted after looking at them (an earlier, uncommitted",
         "draft of this script had the side-by-side too; no calibrated chip file existed from it). On 2026-12-05,",
         "after a re-run's figures were seen, the refit was made to apply each profile's fields outside its",
-        "vector (K/V re-reads, dequantisation) as the predictions do. `overhead@preset` is a diagnostic, not",
+        "vector (K/V re-reads, dequantisation) as the predictions do. On 2026-12-06, after the figures were",
+        "seen, the chip files were re-written by their own commands (the H200's then carried the preset's",
+        "prompt-pass rate, restated as a share of its fitted 16-bit rate) and a profile that carries a value",
+        "takes its source's refitted one (`with_carried`). `overhead@preset` is a diagnostic, not",
         "a shipped chip: the calibrated chip with the preset's kernel_overhead_us.",
         "",
     ]
