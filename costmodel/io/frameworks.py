@@ -156,9 +156,11 @@ def with_carried(frameworks: dict[str, Framework]) -> dict[str, Framework]:
         for name, f in out.items():
             m = list(f.multipliers)
             for key, source in f.carried:
-                if key in PROFILE_FIELDS and m[PROFILE_FIELDS.index(key)] != out[source].value(key):
-                    m[PROFILE_FIELDS.index(key)] = out[source].value(key)
-                    changed = True
+                if key in PROFILE_FIELDS:
+                    i = PROFILE_FIELDS.index(key)
+                    if m[i] != out[source].multipliers[i]:
+                        m[i] = out[source].multipliers[i]
+                        changed = True
             out[name] = dataclasses.replace(f, multipliers=tuple(m))
         if not changed:
             break
