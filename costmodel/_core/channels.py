@@ -76,11 +76,12 @@ def kv_reads(traffic: Traffic, chip: Chip) -> Scalar:
     decoderMaskedMultiheadAttention/decoderMaskedMultiheadAttentionLaunch.h; its XQA
     kernel for MQA/GQA "reduc[es] data loading", 2.4x on Llama-70B: docs/source/blogs/
     XQA-kernel.md and Falcon180B-H200.md, github.com/NVIDIA/TensorRT-LLM). LMDeploy's
-    TurboMind decoder attention (v0.1.0-v0.2.x) gives each block 4 query heads of a group
-    that divides by 4, 2 of one that divides by 2, else 1 (h = 4 for a group of 8: each
-    K/V head read twice; `DispatchDecoderMultiheadAttention`, src/turbomind/kernels/
+    TurboMind decoder attention (v0.1.0a1-v0.2.6) gives each block 4 query heads of a
+    group that divides by 4, 2 of one that divides by 2, else 1 (h = 4 for a group of 8:
+    each K/V head read twice; `DispatchDecoderMultiheadAttention`, src/turbomind/kernels/
     decoder_multihead_attention/decoder_multihead_attention.cu, github.com/InternLM/
-    lmdeploy at v0.1.0 and v0.2.0).
+    lmdeploy at v0.1.0a1, v0.1.0, v0.2.0 and v0.2.6; g / h is exact for groups of 1, 2,
+    4, 8 and 16, not for a group of 6 or 7, which it splits in twos or ones).
 
     Examples:
         >>> import costmodel as cm
