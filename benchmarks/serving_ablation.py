@@ -8,6 +8,9 @@ Variants (the rows as they are, every other term unchanged):
 - "model": as `costmodel validate --serving` scores them;
 - "bursts as a steady state": every `arrival = "burst"` row served as closed-loop clients
   keeping `concurrency` requests in flight (the model before bursts, 2026-12-05);
+- "waves as a steady state": closed-loop clients of fixed-length requests (`output_lengths
+  = "fixed"` without `arrival`: `ServingRow.waves`) served in a steady state rather than
+  in waves, each a burst of `concurrency` requests (the model before 2026-12-06);
 - "varied lengths as fixed": a burst's lengths all equal to their mean (no drain);
 - "engines without rows bare": the tgi, vllm-0.5 and lmdeploy-0.1 rows served by the bare
   chip (`native`, as before those profiles carried their family's values);
@@ -67,7 +70,12 @@ def main() -> None:
     burst_ids = {r.id for r in rows if r.arrival == "burst"}
     variants = {
         "model": rows,
-        "bursts as a steady state": [dataclasses.replace(r, arrival="closed") for r in rows],
+        "bursts as a steady state": [
+            dataclasses.replace(r, arrival="closed", output_lengths="") if r.arrival == "burst" else r for r in rows
+        ],
+        "waves as a steady state": [
+            dataclasses.replace(r, output_lengths="") if r.arrival == "closed" else r for r in rows
+        ],
         "varied lengths as fixed": [
             dataclasses.replace(r, output_lengths="fixed") if r.arrival == "burst" else r for r in rows
         ],

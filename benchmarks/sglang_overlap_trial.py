@@ -32,7 +32,7 @@ def main() -> None:
 
     print(f"{'row':72s} {'additive':>16s} {'max(device, host)':>20s}   (TPOT, throughput errors)")
     for r in rows:
-        if r.arrival == "burst":
+        if r.waves:
             continue
         b, tpot, ttft = vs._curve(r, (0.0, 0.0))
         host = np.asarray(host_seconds(jnp.asarray(b), apply_host(chip_info(r.chip).chip, host_us)))

@@ -33,10 +33,17 @@ to the chip) at mean context `prompt + output / 2`, on the row's split:
   that time; the TPOT is the mean over requests of each one's time per output token
   after its first, as serving benchmarks average it, or the median inter-token latency
   where the row's `tpot_statistic` says its figure is that.
+- **closed-loop waves** (`concurrency` clients whose requests all emit `output_tokens`,
+  `output_lengths = "fixed"`: synthetic prompts with a forced length): clients started
+  together are admitted together, finish in the same step and send their next requests
+  together, so the loop runs in waves, each a burst of `concurrency` requests served as
+  above, and a request's first token waits for the prompts admitted with it. (With
+  lengths that vary the clients drift apart into the steady state above.)
 
 Scored (`status = "test"`): TPOT and throughput, each a relative error; TTFT is shown
-but not scored: under load it is queueing, which the model does not contain (a
-steady-state step time is not a waiting time). Rows marked `fit` are those a serving
+but not scored: under load it is mostly waiting (for the prompts admitted before or with
+a request, in a queue for a slot, in the client and the HTTP server), which the model
+contains only for bursts and waves (a steady-state step time is not a waiting time). Rows marked `fit` are those a serving
 engine's profile was fitted on: its host times (`fit_host`, two rows) or its kernels'
 bytes in flight (`fit_in_flight`, one row); and bursts of one request whose time to
 first token calibrates their chip's `prefill_efficiency`
@@ -79,13 +86,15 @@ OUTPUT_LENGTHS = ("fixed", "varied")
 """Whether every request emits exactly `output_tokens` ("fixed") or lengths differ per
 request around that mean ("varied"; `costmodel.serving.output_length_pmf`)."""
 
-TPOT_STATISTICS = ("mean", "median_itl")
+TPOT_STATISTICS = ("mean", "median_itl", "per_stream")
 """What a row's `tpot_ms` is: "mean" (the mean over requests of each one's time per
 output token after its first, `benchmark_serving`'s "Mean TPOT"; median TPOTs are
-compared as such too), or "median_itl" (the median over all output tokens of the time
-since the previous one, "Median ITL"). They differ where some steps stall the decoding
-sequences (a burst's prompts prefilled between decode steps); in a steady state the
-model's steps are alike and both are its step time."""
+compared as such too), "median_itl" (the median over all output tokens of the time
+since the previous one, "Median ITL"), or "per_stream" (a closed-loop client's interval
+between output tokens with its prefills included: `concurrency / throughput`, as
+LMDeploy's static benchmark derives it). The first two differ where some steps stall
+the decoding sequences (a burst's prompts prefilled between decode steps); in a steady
+state the model's steps are alike and both are its step time."""
 
 MAX_BATCH = 4096
 """Largest decode batch tried for a row (sequences per instance)."""
@@ -123,6 +132,16 @@ class ServingRow:
     tpot_statistic: str = "mean"
     max_batch: int | None = None
     memory_fraction: float | None = None
+
+    @property
+    def waves(self) -> bool:
+        """Whether the row is served as a burst (`_burst`): all `concurrency` requests
+        sent at once (`arrival = "burst"`), or closed-loop clients whose requests all emit
+        `output_tokens` (`output_lengths = "fixed"`). Such clients, started together, are
+        admitted in the same step, end in the same step and send their next requests
+        together: the loop runs in waves, each a burst of `concurrency` requests, and
+        each request's first token waits for the prompts admitted with it."""
+        return self.arrival == "burst" or (self.concurrency is not None and self.output_lengths == "fixed")
 
 
 def load_serving_rows(
@@ -218,21 +237,28 @@ def load_serving_rows(
                     f"{where}: missing field 'tpot_ms' or 'output_tokens_per_second': a scored row needs a figure"
                 )
         if t.get("arrival") == "burst":
-            from .serving import MAX_BURST, MAX_OUTPUT_TOKENS
-
             if "concurrency" not in t or "output_lengths" not in t:
                 raise InputError(
                     f"{where}: field 'arrival' = 'burst': expected 'concurrency' (the requests sent at once) and "
                     f"'output_lengths' (one of {list(OUTPUT_LENGTHS)})"
                 )
-            for key, hi in (("concurrency", MAX_BURST), ("output_tokens", MAX_OUTPUT_TOKENS)):
-                if not 1 <= t[key] <= hi:
-                    raise InputError(f"{where}: field {key!r} = {t[key]:g}: expected 1 to {hi} for a burst")
-        elif "output_lengths" in t:
+        elif "output_lengths" in t and "concurrency" not in t:
             raise InputError(
                 f"{where}: field 'output_lengths' = {t['output_lengths']!r}: expected only on a row with "
-                "arrival = 'burst' (a steady load is served at its mean length)"
+                "'concurrency' (a burst, or closed-loop clients; a request rate is served at its mean length)"
             )
+        if t.get("tpot_statistic") == "per_stream" and "concurrency" not in t:
+            raise InputError(
+                f"{where}: field 'tpot_statistic' = 'per_stream': expected a row with 'concurrency' "
+                "(concurrency / throughput is a closed-loop client's token interval)"
+            )
+        if t.get("arrival") == "burst" or t.get("output_lengths") == "fixed":
+            from .serving import MAX_BURST, MAX_OUTPUT_TOKENS
+
+            for key, hi in (("concurrency", MAX_BURST), ("output_tokens", MAX_OUTPUT_TOKENS)):
+                if not 1 <= t[key] <= hi:
+                    kind = "a burst" if t.get("arrival") == "burst" else "waves of fixed-length requests"
+                    raise InputError(f"{where}: field {key!r} = {t[key]:g}: expected 1 to {hi} for {kind}")
         count = lambda key: int(t[key])
         out.append(
             ServingRow(
@@ -382,30 +408,58 @@ def evaluate_serving_row(
     """The model's TPOT, TTFT and throughput at the row's load (module docstring), with
     the framework's host time replaced by `host_us` (µs per step and per sequence) when
     given, and the profiles of `frameworks` (default data/frameworks.toml's)."""
-    if row.arrival == "burst":
-        return _burst(row, host_us, frameworks)
+    if row.waves:
+        return _burst(row, host_us, frameworks=frameworks)
     return _at_load(row, *_curve(row, host_us, frameworks=frameworks))
 
 
+@dataclasses.dataclass(frozen=True)
+class _BurstParts:
+    """What `costmodel.serving.burst` serves a row's burst with: the sequences decoded
+    at once at most, the decode step by batch, the prompt pass by prompts admitted, and
+    the output lengths' distribution."""
+
+    slots: float
+    decode: tuple[np.ndarray, np.ndarray]
+    prefill: tuple[np.ndarray, np.ndarray]
+    pmf: np.ndarray
+
+
 def _burst(
-    row: ServingRow, host_us: tuple[float, float] | None = None, frameworks: dict[str, Framework] | None = None
+    row: ServingRow,
+    host_us: tuple[float, float] | None = None,
+    in_flight_kb: float | None = None,
+    *,
+    frameworks: dict[str, Framework] | None = None,
 ) -> ServingResult:
-    """A burst row (`arrival = "burst"`): its `concurrency` requests served once
-    (`costmodel.serving.burst`), with decode steps that prefill nothing, the prompts
+    """A row served as a burst (`ServingRow.waves`): its `concurrency` requests served
+    once (`costmodel.serving.burst`), with decode steps that prefill nothing, the prompts
     prefilled as they are admitted, at most the largest batch the memory holds (and
     the engine runs) at once, and output lengths as the row says. Requests of one fixed
     length grow together: the batch the memory holds is the one at their last token's
     context (a scheduler that reserves each request's whole length, or one that preempts
-    when the cache fills, runs no more); lengths that vary hold the mean context."""
+    when the cache fills, runs no more); lengths that vary hold the mean context.
+    Closed-loop waves repeat that burst, so one burst's figures are the run's."""
+    return _burst_served(row, _burst_parts(row, host_us, in_flight_kb, frameworks))
+
+
+def _burst_parts(
+    row: ServingRow,
+    host_us: tuple[float, float] | None = None,
+    in_flight_kb: float | None = None,
+    frameworks: dict[str, Framework] | None = None,
+) -> _BurstParts:
+    """The curves `_burst` serves `row` with (host time and bytes in flight as
+    `_row_chip` takes them)."""
     from .io import chip_info
-    from .serving import burst, output_length_pmf, prompt_seconds
+    from .serving import output_length_pmf, prompt_seconds
 
     assert row.concurrency is not None
-    b, step, _ = _curve(row, host_us, decode_only=True, frameworks=frameworks)
+    b, step, _ = _curve(row, host_us, in_flight_kb, decode_only=True, frameworks=frameworks)
     slots = float(b[-1])
     if row.output_lengths == "fixed":
         end = (row.prompt_tokens or 0.0) + row.output_tokens
-        last, _, _ = _curve(row, host_us, decode_only=True, context=end, frameworks=frameworks)
+        last, _, _ = _curve(row, host_us, in_flight_kb, decode_only=True, context=end, frameworks=frameworks)
         slots = float(last[-1])
     most = float(min(row.concurrency, slots))
     admitted = np.unique(np.append(np.geomspace(1, most, 12).round(), most))
@@ -413,7 +467,7 @@ def _burst(
     # prompts runs its GEMMs over many rows at the chip's own rate, times the share of it
     # a pass of prompts alone reaches (`ChipInfo.prefill_efficiency`, which `prompt_seconds`
     # applies, as `costmodel validate` does for a static batch's prefill).
-    info = _row_chip(row, host_us, frameworks=frameworks)
+    info = _row_chip(row, host_us, in_flight_kb, frameworks)
     own = chip_info(row.chip).chip.compute_efficiency
     pre = prompt_seconds(
         row.model,
@@ -425,14 +479,23 @@ def _burst(
         weights=row.weights,
         kv=row.kv,
     )
-    pmf = output_length_pmf(row.output_tokens, row.output_lengths)
+    return _BurstParts(slots, (b, step), (admitted, pre), output_length_pmf(row.output_tokens, row.output_lengths))
+
+
+def _burst_served(row: ServingRow, parts: _BurstParts) -> ServingResult:
+    """A burst row's figures from its curves (`_burst_parts`)."""
+    from .serving import burst
+
+    assert row.concurrency is not None
     try:
-        r = burst(row.concurrency, pmf, slots, (b, step), (admitted, pre))
+        r = burst(row.concurrency, parts.pmf, parts.slots, parts.decode, parts.prefill)
     except InputError as e:
         raise InputError(f"row {row.id}: {e}") from None
-    tpot = r.itl_median if row.tpot_statistic == "median_itl" else r.tpot
+    tpot = {"median_itl": r.itl_median, "per_stream": row.concurrency / r.output_tokens_per_second}.get(
+        row.tpot_statistic, r.tpot
+    )
     return ServingResult(
-        row, r.batch, bool(row.concurrency > slots), tpot * 1e3, r.ttft * 1e3, r.output_tokens_per_second
+        row, r.batch, bool(row.concurrency > parts.slots), tpot * 1e3, r.ttft * 1e3, r.output_tokens_per_second
     )
 
 
@@ -465,6 +528,8 @@ def _at_load(row: ServingRow, b, tpot, ttft) -> ServingResult:
             lerp = lambda y: float(y[k] if k == 0 else y[k - 1] + w * (y[k] - y[k - 1]))
             batch, t, f = lerp(b), lerp(tpot), lerp(ttft)
             throughput = row.request_rate * out
+    if row.tpot_statistic == "per_stream" and row.concurrency is not None:
+        t = row.concurrency / throughput
     return ServingResult(row, batch, bool(overloaded), t * 1e3, f * 1e3, throughput)
 
 
@@ -486,6 +551,22 @@ def with_host(row: ServingRow, curve, host_us: tuple[float, float]):
     return b, step, ttft * step / tpot
 
 
+def with_host_burst(row: ServingRow, parts: _BurstParts, host_us: tuple[float, float]) -> _BurstParts:
+    """A burst's curves computed with no host time (`_burst_parts(row, (0, 0))`) with
+    `host_us` added: each decode step of b sequences, and each prompt pass of a prompts,
+    takes `costmodel.host_seconds` of them longer (one pipeline stage, as `with_host`)."""
+    from ._core.channels import host_seconds
+    from .evaluation import apply_host
+    from .io import chip_info
+
+    if row.pipeline_parallel != 1:
+        raise InputError(f"row {row.id}: pipeline_parallel = {row.pipeline_parallel}: a host-time fit needs 1 stage")
+    chip = apply_host(chip_info(row.chip).chip, host_us)
+    host = lambda n: np.asarray(host_seconds(jnp.asarray(n, dtype=float), chip))
+    (b, step), (a, pre) = parts.decode, parts.prefill
+    return dataclasses.replace(parts, decode=(b, step + host(b)), prefill=(a, pre + host(a)))
+
+
 def _squared_log_error(res: ServingResult) -> float:
     """The fits' loss for one row: the squared log errors of its TPOT and throughput
     (the figures it has), summed."""
@@ -498,7 +579,8 @@ def _squared_log_error(res: ServingResult) -> float:
 
 
 def _closed_loop(rows: list[ServingRow]) -> None:
-    """Raises InputError if a row to fit on was a burst (the fits serve steady loads)."""
+    """Raises InputError if a row to fit on was a burst sent once (the fits serve the
+    loads of closed-loop clients: steady, or waves of fixed-length requests)."""
     for r in rows:
         if r.arrival != "closed":
             raise InputError(f"row {r.id}: arrival = {r.arrival!r}: a profile is fitted on closed-loop rows")
@@ -518,11 +600,16 @@ def fit_host(rows: list[ServingRow]) -> tuple[float, float]:
     from scipy.optimize import minimize
 
     _closed_loop(rows)
-    curves = [(r, _curve(r, (0.0, 0.0))) for r in rows]
+    curves = [(r, _burst_parts(r, (0.0, 0.0)) if r.waves else _curve(r, (0.0, 0.0))) for r in rows]
+
+    def served(r, c, host):
+        if isinstance(c, _BurstParts):
+            return _burst_served(r, with_host_burst(r, c, host))
+        return _at_load(r, *with_host(r, c, host))
 
     def loss(x):
         host = (float(x[0]) ** 2, float(x[1]) ** 2)
-        return sum(_squared_log_error(_at_load(r, *with_host(r, c, host))) for r, c in curves)
+        return sum(_squared_log_error(served(r, c, host)) for r, c in curves)
 
     best = min(
         (
@@ -548,8 +635,11 @@ def fit_in_flight(rows: list[ServingRow]) -> float:
 
     _closed_loop(rows)
 
+    def served(r, kb):
+        return _burst(r, in_flight_kb=kb) if r.waves else _at_load(r, *_curve(r, in_flight_kb=kb))
+
     def loss(log_kb):
-        return sum(_squared_log_error(_at_load(r, *_curve(r, in_flight_kb=math.exp(log_kb)))) for r in rows)
+        return sum(_squared_log_error(served(r, math.exp(log_kb))) for r in rows)
 
     best = minimize_scalar(loss, bounds=(math.log(0.5), math.log(64.0)), method="bounded", options={"xatol": 1e-4})
     return math.exp(float(best.x))
@@ -605,7 +695,11 @@ def serving_record(r: ServingResult) -> dict[str, Any]:
         "framework": row.framework,
         "model": row.model,
         "load": (
-            (f"burst of {row.concurrency:g}" if row.arrival == "burst" else f"concurrency {row.concurrency:g}")
+            (
+                f"burst of {row.concurrency:g}"
+                if row.arrival == "burst"
+                else f"concurrency {row.concurrency:g}" + (" (waves)" if row.waves else "")
+            )
             if row.concurrency is not None
             else f"{row.request_rate:g} req/s"
         )

@@ -3,6 +3,7 @@ the serving rows that were measured that way (`arrival = "burst"`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -219,7 +220,21 @@ def test_a_burst_row_is_its_prefill_and_its_decode_steps(tmp_path):
         (("concurrency = 8\n", "concurrency = 0.5\n"), ("field 'concurrency' = 0.5", "for a burst")),
         (("concurrency = 8\n", "concurrency = 1e9\n"), ("field 'concurrency' = 1e+09", "for a burst")),
         (("output_tokens = 128", "output_tokens = 0.5"), ("field 'output_tokens' = 0.5", "for a burst")),
-        (('arrival = "burst"\n', ""), ("field 'output_lengths' = 'fixed'", "arrival = 'burst'")),
+        (
+            ('concurrency = 8\narrival = "burst"\n', "request_rate = 2.0\n"),
+            ("field 'output_lengths' = 'fixed'", "'concurrency'"),
+        ),
+        (
+            (
+                'concurrency = 8\narrival = "burst"\noutput_lengths = "fixed"\n',
+                'request_rate = 2.0\ntpot_statistic = "per_stream"\n',
+            ),
+            ("field 'tpot_statistic' = 'per_stream'", "'concurrency'"),
+        ),
+        (
+            ('concurrency = 8\narrival = "burst"\n', "concurrency = 0.5\n"),
+            ("field 'concurrency' = 0.5", "for waves of fixed-length requests"),
+        ),
     ],
 )
 def test_bad_burst_rows_are_one_line(tmp_path, edit, needles):
@@ -270,3 +285,61 @@ def test_a_bursts_prompts_run_at_the_chips_own_compute_rate(tmp_path):
     assert profiled > own  # the profile's decode-fitted efficiency would slow the prompt
     assert r.ttft_ms == pytest.approx(own * 1e3, rel=1e-6)
     assert r.output_tokens_per_second == pytest.approx(128 / (own + 127 * float(step[0])), rel=1e-6)
+
+
+def test_fixed_length_clients_run_in_waves(tmp_path):
+    """Closed-loop clients whose requests all emit the same length (`output_lengths =
+    "fixed"` without `arrival`) start, finish and resend together: each wave is the
+    burst of their `concurrency` requests, whose prompts the first tokens wait for. With
+    lengths that vary they are a steady state, whose first token waits for no one's
+    prompt but its own chunks."""
+    path = tmp_path / "serving.toml"
+    path.write_text(ROW.format(n=16).replace('arrival = "burst"\n', ""))
+    (wave,) = vs.load_serving_rows(path)
+    assert wave.arrival == "closed" and wave.waves
+    burst_row = dataclasses.replace(wave, arrival="burst")
+    w, b = vs.evaluate_serving_row(wave), vs.evaluate_serving_row(burst_row)
+    for key in ("tpot_ms", "ttft_ms", "output_tokens_per_second"):
+        assert getattr(w, key) == pytest.approx(getattr(b, key), rel=1e-12), key
+    steady_row = dataclasses.replace(wave, output_lengths="varied")
+    assert not steady_row.waves
+    steady = vs.evaluate_serving_row(steady_row)
+    # The 16th prompt of a wave waits for the 15 before it; a steady request for one chunk.
+    assert w.ttft_ms > 4 * steady.ttft_ms
+    # A wave of one request is the same whichever way its loop runs.
+    path.write_text(ROW.format(n=1).replace('arrival = "burst"\n', ""))
+    (one,) = vs.load_serving_rows(path)
+    assert vs.evaluate_serving_row(one).ttft_ms == pytest.approx(
+        vs.evaluate_serving_row(dataclasses.replace(one, arrival="burst")).ttft_ms, rel=1e-12
+    )
+
+
+@pytest.mark.parametrize("waves", [True, False])
+def test_a_per_stream_tpot_is_the_concurrency_over_the_throughput(tmp_path, waves):
+    path = tmp_path / "serving.toml"
+    text = ROW.format(n=16).replace('arrival = "burst"\n', 'tpot_statistic = "per_stream"\n')
+    path.write_text(text if waves else text.replace('output_lengths = "fixed"\n', ""))
+    (row,) = vs.load_serving_rows(path)
+    assert row.waves == waves
+    r = vs.evaluate_serving_row(row)
+    assert r.tpot_ms == pytest.approx(1e3 * 16 / r.output_tokens_per_second, rel=1e-12)
+    # The client's interval holds its prefills too: longer than the decode steps' mean.
+    mean = vs.evaluate_serving_row(dataclasses.replace(row, tpot_statistic="mean"))
+    assert r.tpot_ms > mean.tpot_ms
+
+
+def test_a_host_fit_on_waves_adds_the_host_time_exactly(tmp_path):
+    """`fit_host` prices a wave row's host time on curves computed once without it
+    (`with_host_burst`): the same figures as the row evaluated with that host time."""
+    path = tmp_path / "serving.toml"
+    path.write_text(ROW.format(n=24).replace('arrival = "burst"\n', "").replace('"native"', '"vllm-0.6"'))
+    (row,) = vs.load_serving_rows(path)
+    bare = vs._burst_parts(row, (0.0, 0.0))
+    for host in ((0.0, 0.0), (2535.7, 167.37), (5000.0, 0.0)):
+        fast = vs._burst_served(row, vs.with_host_burst(row, bare, host))
+        full = vs.evaluate_serving_row(row, host_us=host)
+        for key in ("tpot_ms", "ttft_ms", "output_tokens_per_second"):
+            assert getattr(fast, key) == pytest.approx(getattr(full, key), rel=1e-6), (host, key)
+    # A wave row is a closed loop: the fits take it (a burst sent once they refuse).
+    fitted = vs.fit_host([row, dataclasses.replace(row, concurrency=4.0)])
+    assert all(x >= 0 for x in fitted)
