@@ -9,7 +9,7 @@ profiles as they are and with their host time switched off, and the held-out med
 of both, and with closed-loop clients of fixed-length requests served in a steady state
 rather than in waves (`ServingRow.waves`). Writes `benchmarks/serving_fit_results.json`.
 
-    python benchmarks/serving_fit.py            # ~5 min on 2 cores
+    python benchmarks/serving_fit.py            # ~25 min on 2 cores
 """
 
 from __future__ import annotations

@@ -34,16 +34,19 @@ to the chip) at mean context `prompt + output / 2`, on the row's split:
   after its first, as serving benchmarks average it, or the median inter-token latency
   where the row's `tpot_statistic` says its figure is that.
 - **closed-loop waves** (`concurrency` clients whose requests all emit `output_tokens`,
-  `output_lengths = "fixed"`: synthetic prompts with a forced length): clients started
-  together are admitted together, finish in the same step and send their next requests
-  together, so the loop runs in waves, each a burst of `concurrency` requests served as
-  above, and a request's first token waits for the prompts admitted with it. (With
+  `output_lengths = "fixed"`: a forced length, or every request reaching one cap):
+  clients started together are admitted together, finish in the same step and send
+  their next requests together, so the loop runs in waves, each a burst of `concurrency`
+  requests served as above, and a request's first token waits for the prompts admitted
+  with it; clients beyond what the memory holds wait in a queue for the next wave. (With
   lengths that vary the clients drift apart into the steady state above.)
 
-Scored (`status = "test"`): TPOT and throughput, each a relative error; TTFT is shown
-but not scored: under load it is mostly waiting (for the prompts admitted before or with
-a request, in a queue for a slot, in the client and the HTTP server), which the model
-contains only for bursts and waves (a steady-state step time is not a waiting time). Rows marked `fit` are those a serving
+Scored (`status = "test"`): TPOT and throughput, each a relative error (a TPOT that is
+`concurrency / throughput`, `tpot_statistic = "per_stream"`, only as the throughput);
+TTFT is shown but not scored: under load it is mostly waiting (for the prompts admitted
+before or with a request, in a queue for a slot, in the client and the HTTP server),
+which the model contains only for bursts and waves (a steady-state step time is not a
+waiting time). Rows marked `fit` are those a serving
 engine's profile was fitted on: its host times (`fit_host`, two rows) or its kernels'
 bytes in flight (`fit_in_flight`, one row); and bursts of one request whose time to
 first token calibrates their chip's `prefill_efficiency`
@@ -79,8 +82,8 @@ STATUSES = ("test", "fit", "reference")
 
 ARRIVALS = ("closed", "burst")
 """How the requests came: "closed" (closed-loop clients keeping `concurrency` in
-flight, or open-loop arrivals at `request_rate`), "burst" (all `concurrency` requests
-sent at once, each served once)."""
+flight, in waves where their requests' lengths are fixed, or open-loop arrivals at
+`request_rate`), "burst" (all `concurrency` requests sent at once, each served once)."""
 
 OUTPUT_LENGTHS = ("fixed", "varied")
 """Whether every request emits exactly `output_tokens` ("fixed") or lengths differ per
@@ -242,10 +245,11 @@ def load_serving_rows(
                     f"{where}: field 'arrival' = 'burst': expected 'concurrency' (the requests sent at once) and "
                     f"'output_lengths' (one of {list(OUTPUT_LENGTHS)})"
                 )
-        elif "output_lengths" in t and "concurrency" not in t:
+        elif "output_lengths" in t and ("concurrency" not in t or t["output_lengths"] != "fixed"):
             raise InputError(
-                f"{where}: field 'output_lengths' = {t['output_lengths']!r}: expected only on a row with "
-                "'concurrency' (a burst, or closed-loop clients; a request rate is served at its mean length)"
+                f"{where}: field 'output_lengths' = {t['output_lengths']!r}: expected 'fixed' on a closed-loop "
+                "row with 'concurrency' (its clients run in waves), or a burst (arrival = 'burst'); "
+                "otherwise none (a steady load is served at its mean length)"
             )
         if t.get("tpot_statistic") == "per_stream" and "concurrency" not in t:
             raise InputError(
@@ -439,7 +443,8 @@ def _burst(
     length grow together: the batch the memory holds is the one at their last token's
     context (a scheduler that reserves each request's whole length, or one that preempts
     when the cache fills, runs no more); lengths that vary hold the mean context.
-    Closed-loop waves repeat that burst, so one burst's figures are the run's."""
+    Closed-loop waves repeat that burst, so one burst's figures are the run's; clients
+    beyond the slots wait in a queue for a wave (`_burst_served`)."""
     return _burst_served(row, _burst_parts(row, host_us, in_flight_kb, frameworks))
 
 
@@ -487,15 +492,20 @@ def _burst_served(row: ServingRow, parts: _BurstParts) -> ServingResult:
     from .serving import burst
 
     assert row.concurrency is not None
+    # Closed-loop clients beyond the slots queue: the engine runs full waves of `slots`,
+    # and by Little's law each request waits concurrency / slots - 1 waves to be admitted.
+    loop = row.arrival == "closed"
+    requests = min(row.concurrency, parts.slots) if loop else row.concurrency
     try:
-        r = burst(row.concurrency, parts.pmf, parts.slots, parts.decode, parts.prefill)
+        r = burst(requests, parts.pmf, parts.slots, parts.decode, parts.prefill)
     except InputError as e:
         raise InputError(f"row {row.id}: {e}") from None
+    ttft = r.ttft + (max(row.concurrency / parts.slots, 1.0) - 1.0) * r.seconds if loop else r.ttft
     tpot = {"median_itl": r.itl_median, "per_stream": row.concurrency / r.output_tokens_per_second}.get(
         row.tpot_statistic, r.tpot
     )
     return ServingResult(
-        row, r.batch, bool(row.concurrency > parts.slots), tpot * 1e3, r.ttft * 1e3, r.output_tokens_per_second
+        row, r.batch, bool(row.concurrency > parts.slots), tpot * 1e3, ttft * 1e3, r.output_tokens_per_second
     )
 
 
@@ -666,6 +676,14 @@ def summary(results: list[ServingResult]) -> dict[str, Any]:
     return out
 
 
+def _scored(row: ServingRow, key: str) -> bool:
+    """Whether a row's figure `key` is its own measurement: a per-stream TPOT
+    (`tpot_statistic = "per_stream"`) is the throughput restated (concurrency /
+    throughput, in the table and in the model alike), shown and counted once, as the
+    throughput."""
+    return not (key == "tpot_ms" and row.tpot_statistic == "per_stream")
+
+
 def _figures(test: list[ServingResult]) -> dict[str, Any]:
     stats = lambda errs: (
         {"n": len(errs), "median": float(np.median(errs)), "p90": float(np.percentile(errs, 90))}
@@ -675,7 +693,7 @@ def _figures(test: list[ServingResult]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     pooled: list[float] = []
     for key in ("tpot_ms", "output_tokens_per_second", "ttft_ms"):
-        errs = [abs(r.errors()[key]) for r in test if key in r.errors()]
+        errs = [abs(r.errors()[key]) for r in test if key in r.errors() and _scored(r.row, key)]
         if key != "ttft_ms":
             pooled += errs
         out[key] = stats(errs)

@@ -1,5 +1,6 @@
-"""Bursts: N requests sent at once, each served once (`costmodel.serving.burst`), and
-the serving rows that were measured that way (`arrival = "burst"`)."""
+"""Bursts: N requests sent at once, each served once (`costmodel.serving.burst`), the
+serving rows that were measured that way (`arrival = "burst"`), and closed-loop clients
+of fixed-length requests, which run in waves of such bursts (`ServingRow.waves`)."""
 
 from __future__ import annotations
 
@@ -235,6 +236,14 @@ def test_a_burst_row_is_its_prefill_and_its_decode_steps(tmp_path):
             ('concurrency = 8\narrival = "burst"\n', "concurrency = 0.5\n"),
             ("field 'concurrency' = 0.5", "for waves of fixed-length requests"),
         ),
+        (
+            ('concurrency = 8\narrival = "burst"\n', "concurrency = 1e9\n"),
+            ("field 'concurrency' = 1e+09", "for waves of fixed-length requests"),
+        ),
+        (
+            ('arrival = "burst"\noutput_lengths = "fixed"', 'output_lengths = "varied"'),
+            ("field 'output_lengths' = 'varied'", "expected 'fixed' on a closed-loop row"),
+        ),
     ],
 )
 def test_bad_burst_rows_are_one_line(tmp_path, edit, needles):
@@ -290,34 +299,53 @@ def test_a_bursts_prompts_run_at_the_chips_own_compute_rate(tmp_path):
 def test_fixed_length_clients_run_in_waves(tmp_path):
     """Closed-loop clients whose requests all emit the same length (`output_lengths =
     "fixed"` without `arrival`) start, finish and resend together: each wave is the
-    burst of their `concurrency` requests, whose prompts the first tokens wait for. With
-    lengths that vary they are a steady state, whose first token waits for no one's
-    prompt but its own chunks."""
+    burst of their `concurrency` requests, the j-th of whose prompts has its first token
+    j / n of the way through the wave's prefill. With lengths that vary they are a
+    steady state, whose first token waits for no one's prompt but its own chunks."""
     path = tmp_path / "serving.toml"
     path.write_text(ROW.format(n=16).replace('arrival = "burst"\n', ""))
     (wave,) = vs.load_serving_rows(path)
     assert wave.arrival == "closed" and wave.waves
-    burst_row = dataclasses.replace(wave, arrival="burst")
-    w, b = vs.evaluate_serving_row(wave), vs.evaluate_serving_row(burst_row)
-    for key in ("tpot_ms", "ttft_ms", "output_tokens_per_second"):
-        assert getattr(w, key) == pytest.approx(getattr(b, key), rel=1e-12), key
-    steady_row = dataclasses.replace(wave, output_lengths="varied")
-    assert not steady_row.waves
-    steady = vs.evaluate_serving_row(steady_row)
-    # The 16th prompt of a wave waits for the 15 before it; a steady request for one chunk.
+    parts = vs._burst_parts(wave)
+    assert parts.slots >= 16
+    r = burst(16, parts.pmf, parts.slots, parts.decode, parts.prefill)
+    w = vs.evaluate_serving_row(wave)
+    assert w.ttft_ms == pytest.approx(r.ttft * 1e3, rel=1e-12) and not w.overloaded
+    assert w.output_tokens_per_second == pytest.approx(r.output_tokens_per_second, rel=1e-12)
+    (pass16,) = parts.prefill[1][parts.prefill[0] == 16]
+    assert r.ttft == pytest.approx(pass16 * 17 / 32, rel=1e-9)  # the mean of j / 16 of 16 prompts
+    steady = vs.evaluate_serving_row(dataclasses.replace(wave, output_lengths=""))
+    assert not dataclasses.replace(wave, output_lengths="").waves
     assert w.ttft_ms > 4 * steady.ttft_ms
-    # A wave of one request is the same whichever way its loop runs.
-    path.write_text(ROW.format(n=1).replace('arrival = "burst"\n', ""))
-    (one,) = vs.load_serving_rows(path)
-    assert vs.evaluate_serving_row(one).ttft_ms == pytest.approx(
-        vs.evaluate_serving_row(dataclasses.replace(one, arrival="burst")).ttft_ms, rel=1e-12
-    )
+
+
+def test_clients_beyond_the_memory_wait_for_a_wave(tmp_path):
+    """More clients than the memory holds at the requests' last token: the engine runs
+    full waves of the slots, and by Little's law each request waits concurrency / slots
+    - 1 waves in the queue before its own (a burst sent once instead serves its
+    remainder in a last, smaller wave)."""
+    path = tmp_path / "serving.toml"
+    text = ROW.format(n=64).replace('arrival = "burst"\n', "").replace('model = "llama-3-8b"', 'model = "llama-3-70b"')
+    path.write_text(text.replace('weights = "bf16"', 'weights = "fp8"'))
+    (row,) = vs.load_serving_rows(path)
+    parts = vs._burst_parts(row)
+    slots = parts.slots
+    assert 1 <= slots < 64
+    full = burst(slots, parts.pmf, slots, parts.decode, parts.prefill)
+    w = vs.evaluate_serving_row(row)
+    assert w.overloaded and w.batch == slots
+    assert w.output_tokens_per_second == pytest.approx(full.output_tokens_per_second, rel=1e-12)
+    assert w.ttft_ms == pytest.approx((full.ttft + (64 / slots - 1) * full.seconds) * 1e3, rel=1e-12)
+    once = vs.evaluate_serving_row(dataclasses.replace(row, arrival="burst"))
+    assert once.output_tokens_per_second <= w.output_tokens_per_second * (1 + 1e-12)
 
 
 @pytest.mark.parametrize("waves", [True, False])
-def test_a_per_stream_tpot_is_the_concurrency_over_the_throughput(tmp_path, waves):
+def test_a_per_stream_tpot_is_the_throughput_restated(tmp_path, waves):
+    """`tpot_statistic = "per_stream"`: the TPOT is concurrency / throughput, in the
+    table and the model alike, so it is shown and scored once, as the throughput."""
     path = tmp_path / "serving.toml"
-    text = ROW.format(n=16).replace('arrival = "burst"\n', 'tpot_statistic = "per_stream"\n')
+    text = ROW.format(n=16).replace('arrival = "burst"\n', 'tpot_statistic = "per_stream"\ntpot_ms = 30.0\n')
     path.write_text(text if waves else text.replace('output_lengths = "fixed"\n', ""))
     (row,) = vs.load_serving_rows(path)
     assert row.waves == waves
@@ -326,11 +354,15 @@ def test_a_per_stream_tpot_is_the_concurrency_over_the_throughput(tmp_path, wave
     # The client's interval holds its prefills too: longer than the decode steps' mean.
     mean = vs.evaluate_serving_row(dataclasses.replace(row, tpot_statistic="mean"))
     assert r.tpot_ms > mean.tpot_ms
+    s = vs.summary([r])
+    assert s["tpot_ms"]["n"] == 0 and s["output_tokens_per_second"]["n"] == 1 and s["scored"]["n"] == 1
+    assert vs.summary([mean])["scored"]["n"] == 2
 
 
-def test_a_host_fit_on_waves_adds_the_host_time_exactly(tmp_path):
+def test_a_host_fit_on_waves_adds_the_host_time_exactly_and_recovers_it(tmp_path):
     """`fit_host` prices a wave row's host time on curves computed once without it
-    (`with_host_burst`): the same figures as the row evaluated with that host time."""
+    (`with_host_burst`): the same figures as the row evaluated with that host time; and
+    rows made from a known host time give it back."""
     path = tmp_path / "serving.toml"
     path.write_text(ROW.format(n=24).replace('arrival = "burst"\n', "").replace('"native"', '"vllm-0.6"'))
     (row,) = vs.load_serving_rows(path)
@@ -340,6 +372,12 @@ def test_a_host_fit_on_waves_adds_the_host_time_exactly(tmp_path):
         full = vs.evaluate_serving_row(row, host_us=host)
         for key in ("tpot_ms", "ttft_ms", "output_tokens_per_second"):
             assert getattr(fast, key) == pytest.approx(getattr(full, key), rel=1e-6), (host, key)
-    # A wave row is a closed loop: the fits take it (a burst sent once they refuse).
-    fitted = vs.fit_host([row, dataclasses.replace(row, concurrency=4.0)])
-    assert all(x >= 0 for x in fitted)
+    known = (3000.0, 120.0)
+    rows = []
+    for n in (2.0, 24.0):
+        r = vs.evaluate_serving_row(dataclasses.replace(row, concurrency=n), host_us=known)
+        rows.append(dataclasses.replace(r.row, tpot_ms=r.tpot_ms, output_tokens_per_second=r.output_tokens_per_second))
+    fitted = vs.fit_host(rows)
+    assert fitted == pytest.approx(known, rel=0.01)
+    with pytest.raises(InputError, match="pipeline_parallel = 2"):
+        vs.with_host_burst(dataclasses.replace(row, pipeline_parallel=2), bare, known)
