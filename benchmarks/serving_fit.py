@@ -6,15 +6,13 @@ For each profile of `data/frameworks.toml` that fits `host_step_us` and
 values beside the file's; the same for a backend variant fitted on serving rows for its
 kernel concurrency (`bytes_in_flight_KB`, `costmodel.validate_serving.fit_in_flight`). Then the ablation: every serving row evaluated with the
 profiles as they are and with their host time switched off, and the held-out medians
-of both, and with closed-loop clients of fixed-length requests served in a steady state
-rather than in waves (`ServingRow.waves`). Writes `benchmarks/serving_fit_results.json`.
+of both. Writes `benchmarks/serving_fit_results.json`.
 
-    python benchmarks/serving_fit.py            # ~25 min on 2 cores
+    python benchmarks/serving_fit.py            # ~5 min on 2 cores
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from pathlib import Path
@@ -48,16 +46,7 @@ def main() -> None:
         )
     with_host = vs.evaluate_serving_rows(rows)
     without = [vs.evaluate_serving_row(r, host_us=(0.0, 0.0)) for r in rows]
-    # Closed-loop clients of fixed-length requests served in a steady state, not in waves
-    # (`ServingRow.waves`; the model before 2026-12-06), with the profiles as they are.
-    steady = [
-        vs.evaluate_serving_row(dataclasses.replace(r, output_lengths="") if r.arrival == "closed" else r) for r in rows
-    ]
-    summaries = {
-        "with host time": vs.summary(with_host),
-        "host time off": vs.summary(without),
-        "waves off": vs.summary(steady),
-    }
+    summaries = {"with host time": vs.summary(with_host), "host time off": vs.summary(without)}
     print(f"\n{'held-out figure':<28}" + "".join(f"{k:>18}" for k in summaries))
     for subset, pick in (("all test rows", lambda s: s), ("blind rows", lambda s: s["blind"])):
         for key, label in (("tpot_ms", "TPOT"), ("output_tokens_per_second", "throughput"), ("scored", "both")):
