@@ -543,36 +543,35 @@ def _at_load(row: ServingRow, b, tpot, ttft) -> ServingResult:
     return ServingResult(row, batch, bool(overloaded), t * 1e3, f * 1e3, throughput)
 
 
-def with_host(row: ServingRow, curve, host_us: tuple[float, float]):
-    """A curve computed with no host time (`_curve(row, (0, 0))`) with `host_us` added:
-    each step, and each of the chunked-prefill steps before the first token, takes
-    `costmodel.host_seconds` longer. Exact on one pipeline stage (one group per pass),
-    where the host time is a serial term of the one pass that is the step; a test
-    checks it against the full evaluation."""
+def _host_time(row: ServingRow, host_us: tuple[float, float]):
+    """`n -> costmodel.host_seconds(n)` of the row's chip with `host_us` (µs per step
+    and per sequence): the serial host time of a pass over n sequences, exact on one
+    pipeline stage (one group per pass), the only layout the host-time fits take."""
     from ._core.channels import host_seconds
     from .evaluation import apply_host
     from .io import chip_info
 
     if row.pipeline_parallel != 1:
         raise InputError(f"row {row.id}: pipeline_parallel = {row.pipeline_parallel}: a host-time fit needs 1 stage")
-    b, tpot, ttft = curve
     chip = apply_host(chip_info(row.chip).chip, host_us)
-    step = tpot + np.asarray(host_seconds(jnp.asarray(b), chip))
+    return lambda n: np.asarray(host_seconds(jnp.asarray(n, dtype=float), chip))
+
+
+def with_host(row: ServingRow, curve, host_us: tuple[float, float]):
+    """A curve computed with no host time (`_curve(row, (0, 0))`) with `host_us` added:
+    each step, and each of the chunked-prefill steps before the first token, takes
+    `costmodel.host_seconds` longer (`_host_time`); a test checks it against the full
+    evaluation."""
+    b, tpot, ttft = curve
+    step = tpot + _host_time(row, host_us)(b)
     return b, step, ttft * step / tpot
 
 
 def with_host_burst(row: ServingRow, parts: _BurstParts, host_us: tuple[float, float]) -> _BurstParts:
     """A burst's curves computed with no host time (`_burst_parts(row, (0, 0))`) with
     `host_us` added: each decode step of b sequences, and each prompt pass of a prompts,
-    takes `costmodel.host_seconds` of them longer (one pipeline stage, as `with_host`)."""
-    from ._core.channels import host_seconds
-    from .evaluation import apply_host
-    from .io import chip_info
-
-    if row.pipeline_parallel != 1:
-        raise InputError(f"row {row.id}: pipeline_parallel = {row.pipeline_parallel}: a host-time fit needs 1 stage")
-    chip = apply_host(chip_info(row.chip).chip, host_us)
-    host = lambda n: np.asarray(host_seconds(jnp.asarray(n, dtype=float), chip))
+    takes `costmodel.host_seconds` of them longer (`_host_time`)."""
+    host = _host_time(row, host_us)
     (b, step), (a, pre) = parts.decode, parts.prefill
     return dataclasses.replace(parts, decode=(b, step + host(b)), prefill=(a, pre + host(a)))
 
