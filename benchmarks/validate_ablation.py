@@ -35,6 +35,12 @@ Terms:
   unpacking it, which lengthens each in-flight slot of the latency-bound stream. Off: the
   formats used as stored (the model before 2026-12-05). With Little's law off it still
   acts, as the ALUs' throughput limit on the stream.
+- **KV unpacking** (`costmodel.kv_dequant_seconds`, a profile's `kv_dequant_ops`):
+  QServe's decode attention spends 4.6 FP32-lane slots per K/V element each time one of
+  its per-query-head thread blocks reads its 4-bit cache, compute time of the attention
+  classes. Off: the cache used as stored. "qserve as native": its rows under the
+  identity profile, as the eleventh blind check scored them (no re-reads, no unpacking,
+  the whole step overlapped).
 """
 
 from __future__ import annotations
@@ -89,6 +95,14 @@ def _dequant_off(frameworks):
     return {k: dataclasses.replace(f, dequant_ops=()) for k, f in frameworks.items()}
 
 
+def _kv_dequant_off(frameworks):
+    return {k: dataclasses.replace(f, kv_dequant_ops=()) for k, f in frameworks.items()}
+
+
+def _qserve_native(frameworks):
+    return {**frameworks, "qserve": dataclasses.replace(frameworks["native"], name="qserve")}
+
+
 def _refit(rows, frameworks, prefill_at_chip_rate=True, prompt_pass_efficiency=True):
     """Every profile refitted on its fit rows among `rows` (a serving engine's host time
     is fitted on serving rows, not these), the profiles that carry a value after its
@@ -128,6 +142,8 @@ def main() -> None:
         "both off": _refit(rows, _rereads_off(shipped), prefill_at_chip_rate=False),
         "heads per block off": _refit(rows, _heads_off(shipped)),
         "dequant off": _refit(rows, _dequant_off(shipped)),
+        "KV unpacking off": _refit(rows, _kv_dequant_off(shipped)),
+        "qserve as native": _refit(rows, _qserve_native(shipped)),
         **{f"trt-llm n-half {n:g}": _refit(rows, _trt_tile(shipped, n)) for n in TRT_TILE_ROWS},
     }
     own_rate = {k: not k.startswith(("prefill at profile", "both off")) for k in variants}

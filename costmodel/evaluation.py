@@ -384,6 +384,7 @@ def evaluate(
         kv=kv,
         micro_batches=groups,
         dequant_ops=info.dequant(weights),
+        kv_dequant_ops=info.kv_dequant(kv),
     )
     profile_name, prof = resolve_profile(profile, context)
     workload = Workload(m, scenario, prof)
@@ -523,17 +524,23 @@ def apply_framework(info: ChipInfo, framework: str, frameworks: dict[str, Framew
     `Chip.attention_heads_per_block`), whether it
     runs a layer's kernels in sequence (`Chip.serial_kernels`), and its
     scheduler's batch cap (`ChipInfo.max_batch`, for `serve`), and its kernels' instructions to
-    unpack quantised weights (`ChipInfo.dequant_ops`). `frameworks`: the profiles to
+    unpack quantised weights and K/V (`ChipInfo.dequant_ops`, `ChipInfo.kv_dequant_ops`). `frameworks`: the profiles to
     take it from (default data/frameworks.toml)."""
     f = resolve_framework(framework, info.name, frameworks)
     chip = apply_profile_fields(apply_multipliers(info.chip, jnp.log(jnp.asarray(f.multipliers, dtype=float))), f)
     caps = [c for c in (info.max_batch, f.max_batch) if c is not None]
     cap = min(caps) if caps else None
     label = f"{info.label or info.name} ({f.name})"
-    return dataclasses.replace(info, chip=chip, label=label, max_batch=cap, dequant_ops=f.dequant_ops)
+    return dataclasses.replace(
+        info, chip=chip, label=label, max_batch=cap, dequant_ops=f.dequant_ops, kv_dequant_ops=f.kv_dequant_ops
+    )
 
 
-def apply_dequant(workload: Workload, f: Framework, weights: str) -> Workload:
-    """A workload whose weights are unpacked as the profile's kernels do for the format
-    `weights` (`Scenario.weight_dequant_ops`)."""
-    return eqx.tree_at(lambda w: w.scenario.weight_dequant_ops, workload, jnp.asarray(f.dequant(weights)))
+def apply_dequant(workload: Workload, f: Framework, weights: str, kv: str) -> Workload:
+    """A workload whose weights and K/V are unpacked as the profile's kernels do for the
+    formats `weights` and `kv` (`Scenario.weight_dequant_ops`, `Scenario.kv_dequant_ops`)."""
+    return eqx.tree_at(
+        lambda w: (w.scenario.weight_dequant_ops, w.scenario.kv_dequant_ops),
+        workload,
+        (jnp.asarray(f.dequant(weights)), jnp.asarray(f.kv_dequant(kv))),
+    )

@@ -231,7 +231,14 @@ def serve(
     info = chip if isinstance(chip, ChipInfo) else chip_info(chip)
     profile_name, prof = resolve_profile(profile, context)
     del profile_name
-    base = make_scenario(batch=1, context=context, weights=weights, kv=kv, dequant_ops=info.dequant(weights))
+    base = make_scenario(
+        batch=1,
+        context=context,
+        weights=weights,
+        kv=kv,
+        dequant_ops=info.dequant(weights),
+        kv_dequant_ops=info.kv_dequant(kv),
+    )
     if chips is None:
         tp, pp = system_size(info, Workload(m, base, prof))
         chips = tp * pp
@@ -341,7 +348,14 @@ def prompt_seconds(
     with `chip`'s framework profile (host time included) as it is, at the share of its
     compute efficiency a pass of prompts alone reaches (`ChipInfo.prefill_efficiency`)."""
     m = model if isinstance(model, Model) else load_model(model)
-    base = make_scenario(batch=1, context=prompt_tokens, weights=weights, kv=kv, dequant_ops=chip.dequant(weights))
+    base = make_scenario(
+        batch=1,
+        context=prompt_tokens,
+        weights=weights,
+        kv=kv,
+        dequant_ops=chip.dequant(weights),
+        kv_dequant_ops=chip.kv_dequant(kv),
+    )
     b = np.asarray(batches, dtype=float)
     workloads = [_prompt_workload(m, base, prompt_tokens, x, min(pipeline_parallel, x)) for x in b]
     system = chip.prefill_chip().replace(tensor_parallel=tensor_parallel, pipeline_parallel=pipeline_parallel)

@@ -260,12 +260,55 @@ def dequant_seconds(weight_bytes, workload: Workload, chip: Chip):
         0.1
     """
     s = workload.scenario
-    elements = safe_div(weight_bytes, s.weight_bytes)
+    return unpack_seconds(safe_div(weight_bytes, s.weight_bytes), s.weight_dequant_ops, chip)
+
+
+def kv_dequant_seconds(kv_bytes, traffic: Traffic, workload: Workload, chip: Chip):
+    """Seconds one chip's ALUs spend unpacking the K/V elements its decode-attention
+    kernels read, each time a thread block reads them.
+
+    `kv_bytes / Scenario.kv_bytes` elements, read `kv_reads` times (a kernel with one
+    thread block per query head unpacks its group's K/V head once per query head), each
+    read taking `Scenario.kv_dequant_ops` instructions, at `dequant_seconds`' rate (one
+    per FP32 lane per clock x `Chip.compute_efficiency`). Decode attention over a
+    quantised cache is then bound by the CUDA cores where they are few against the
+    memory: QServe's 4-bit cache on the A100 (Y. Lin et al., "QServe: W4A8KV4
+    Quantization and System Co-design for Efficient LLM Serving", arXiv:2405.04532, §5:
+    its KV4 attention had to be moved out of the CUDA cores' compute-bound region).
+    Time only, charged to the attention classes' compute (`decode_cost`).
+
+    Args:
+        kv_bytes: bytes of K/V one chip streams to its compute die (SRAM and DRAM), B.
+        traffic: the step's traffic (its query heads per K/V head, for `kv_reads`).
+        workload: the scenario's bytes per K/V element and instructions per read.
+        chip: the chip (its F32 peak, compute efficiency and attention kernels).
+
+    Returns:
+        Seconds, s; 0 with no instructions, or a chip with no F32 peak.
+
+    Examples:
+        >>> import costmodel as cm
+        >>> from costmodel._core.channels import kv_dequant_seconds
+        >>> w = cm.Workload(cm.model_preset("llama-2-70b"), cm.Scenario(kv_bytes=0.5, kv_dequant_ops=2.0))
+        >>> chip = cm.make_chip(capacity=(0, 0, 80e9), bandwidth=(0, 0, 2e12), peak_flops=20e12)
+        >>> t = cm.lower_traffic(w, buckets=False)
+        >>> once = float(kv_dequant_seconds(1e9, t, w, chip))  # 2e9 elements x 2 at 1e13 per second
+        >>> round(once * 1e3, 3), round(float(kv_dequant_seconds(1e9, t, w, chip.replace(attention_kv_rereads=1.0))) / once)
+        (0.4, 8)
+    """
+    s = workload.scenario
+    return unpack_seconds(safe_div(kv_bytes, s.kv_bytes) * kv_reads(traffic, chip), s.kv_dequant_ops, chip)
+
+
+def unpack_seconds(elements, ops, chip: Chip):
+    """Seconds `elements x ops` ALU instructions take at one per FP32 lane per clock
+    (`peak_flops[F32] / 2 x compute_efficiency`: `dequant_seconds`); 0 where `ops` is 0
+    or the chip has no F32 peak."""
     lanes = chip.peak_flops[F32] * chip.compute_efficiency / 2.0
     # Double where: with no instructions the time and its gradient are exactly 0, even on
     # a chip with a vanishing F32 rate.
-    ok = (s.weight_dequant_ops > 0) & (lanes > 0)
-    return jnp.where(ok, elements * s.weight_dequant_ops / jnp.where(ok, lanes, 1.0), 0.0)
+    ok = (ops > 0) & (lanes > 0)
+    return jnp.where(ok, elements * ops / jnp.where(ok, lanes, 1.0), 0.0)
 
 
 def pim_seconds(pim_bytes, pim_flops, chip: Chip):

@@ -162,6 +162,13 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     feed = ch.effective_feed(chip)
     ones = jnp.ones_like(rates)
     class_compute = ch.compute_seconds(ones, rates, flops[:, SRAM], flops[:, DRAM], feed, tp)  # [classes]
+    # A quantised cache is unpacked by the attention kernels' ALUs, once per thread block
+    # that reads it: compute time of the KV classes, on the bytes SRAM and DRAM stream.
+    read = class_sum(held * passing.read_bytes[:, None], axis=0)  # [classes, tiers]
+    kv_streamed = (read[:, SRAM] + read[:, DRAM]) / tp
+    class_compute = class_compute + jnp.where(
+        jnp.asarray(CLASS_IS_KV), ch.kv_dequant_seconds(kv_streamed, passing, group, chip), 0.0
+    )
     compute_seconds = jnp.sum(class_compute)
     overlapped = ch.overlapped_seconds(tier_seconds[SRAM], tier_seconds[PIM], tier_seconds[DRAM], compute_seconds, chip)
     # Kernels in sequence: each class's kernel overlaps only its own channels, and the

@@ -155,6 +155,9 @@ class Scenario(eqx.Module):
             BF16); 0: as `weight_bytes`.
         plain_weight_precision: index into `PRECISIONS` of those weights' matmuls; -1:
             as `weight_precision`.
+        kv_dequant_ops: ALU instructions per K/V element the decode-attention kernels
+            spend unpacking it each time a thread block reads it (the framework's kernel
+            for the KV format: `costmodel.dequant_seconds`); 0: used as stored.
         micro_batches: groups the batch is split into, decoded one after another
             through a pipeline-parallel system so that its stages work on different
             groups at once (>= 1; 1: the whole batch passes through the stages
@@ -174,6 +177,7 @@ class Scenario(eqx.Module):
     weight_dequant_ops: Scalar
     plain_weight_bytes: Scalar
     plain_weight_precision: Scalar
+    kv_dequant_ops: Scalar
 
     def __init__(
         self,
@@ -190,6 +194,7 @@ class Scenario(eqx.Module):
         weight_dequant_ops: RealScalarLike = 0.0,
         plain_weight_bytes: RealScalarLike = 0.0,
         plain_weight_precision: IntScalarLike = -1,
+        kv_dequant_ops: RealScalarLike = 0.0,
     ):
         f = lambda x: jnp.asarray(x, dtype=float)
         self.batch = f(batch)
@@ -204,6 +209,7 @@ class Scenario(eqx.Module):
         self.weight_dequant_ops = f(weight_dequant_ops)
         self.plain_weight_bytes = f(plain_weight_bytes)
         self.plain_weight_precision = jnp.asarray(plain_weight_precision, dtype=jnp.int32)
+        self.kv_dequant_ops = f(kv_dequant_ops)
 
     @property
     def class_weight_bytes(self) -> jnp.ndarray:

@@ -361,6 +361,8 @@ class ChipInfo:
     memory limits the batch (`costmodel.serving.serve`). `dequant_ops`: a framework's
     (format, instructions per weight element) to unpack its quantised weights, set by
     `apply_framework` (`Scenario.weight_dequant_ops`); empty: formats used as stored.
+    `kv_dequant_ops`: the same for its attention kernels' reads of a quantised KV cache
+    (`Scenario.kv_dequant_ops`).
     `prefill_efficiency`: the share of the chip's compute efficiency that a pass
     prefilling prompts alone reaches (a burst's admissions, a disaggregated prefill
     pool: `costmodel.serving.prompt_seconds`), in (0, 1]; the chip file's optional
@@ -375,10 +377,16 @@ class ChipInfo:
     max_batch: int | None = None
     dequant_ops: tuple[tuple[str, float], ...] = ()
     prefill_efficiency: float = 1.0
+    kv_dequant_ops: tuple[tuple[str, float], ...] = ()
 
     def dequant(self, weights: str) -> float:
         """Instructions per weight element the system's kernels spend unpacking `weights`."""
         return dict(self.dequant_ops).get(weights, 0.0)
+
+    def kv_dequant(self, kv: str) -> float:
+        """Instructions per K/V element read the system's attention kernels spend
+        unpacking the cache format `kv`."""
+        return dict(self.kv_dequant_ops).get(kv, 0.0)
 
     def prefill_chip(self) -> Chip:
         """The chip as a pass that prefills prompts alone runs it: its compute efficiency

@@ -68,6 +68,12 @@ weight format before the matmul (`Scenario.weight_dequant_ops`), a table of form
 name -> count; a format absent is used as stored (0). Counted from the kernels' source,
 not fitted, and not in the log vector."""
 
+KV_DEQUANT = "kv_dequant_ops"
+"""ALU instructions per K/V element the framework's decode-attention kernels spend
+unpacking each quantised KV-cache format every time a thread block reads it
+(`Scenario.kv_dequant_ops`), a table of format name -> count; a format absent is used as
+stored (0). Counted from the kernels' source, not fitted, and not in the log vector."""
+
 UNBOUNDED_IN_FLIGHT_KB = 1e9
 """The bytes in flight of a profile that does not bound them (1 TB per unit: no
 memory's latency limits such a stream)."""
@@ -110,6 +116,8 @@ class Framework:
             fitted one, copied (vllm-0.6-rocm's host times are vllm-0.6's); the loader
             checks the copy against the source.
         dequant_ops: (format, instructions per weight element) pairs (`DEQUANT`).
+        kv_dequant_ops: (KV format, instructions per K/V element read) pairs
+            (`KV_DEQUANT`).
         memory_fraction: the share of each chip's DRAM the engine allocates to weights
             and KV cache (`MEMORY_FRACTION`).
         serial_kernels: `Chip.serial_kernels` of the engine (`SERIAL_KERNELS`), or None
@@ -131,11 +139,17 @@ class Framework:
     dequant_ops: tuple[tuple[str, float], ...] = ()
     memory_fraction: float = 1.0
     serial_kernels: float | None = None
+    kv_dequant_ops: tuple[tuple[str, float], ...] = ()
 
     def dequant(self, weights: str) -> float:
         """ALU instructions per weight element the profile's kernels spend unpacking the
         format `weights` (0: used as stored)."""
         return dict(self.dequant_ops).get(weights, 0.0)
+
+    def kv_dequant(self, kv: str) -> float:
+        """ALU instructions per K/V element read the profile's attention kernels spend
+        unpacking the cache format `kv` (0: used as stored)."""
+        return dict(self.kv_dequant_ops).get(kv, 0.0)
 
     def value(self, field: str) -> float | None:
         """The profile's value of one of its fields (`PROFILE_FIELDS`, `HOST_FIELDS`;
@@ -193,7 +207,7 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
                 **{k: "nonneg" for k in HOST_FIELDS},
             },
             strings=("source", "base", "description"),
-            tables=("fit", "fitted_on", "chips", "carried", DEQUANT),
+            tables=("fit", "fitted_on", "chips", "carried", DEQUANT, KV_DEQUANT),
         )
         lists = {}
         for key in ("fit", "fitted_on", "chips"):
@@ -217,18 +231,7 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
                     f"{where}: field 'carried' has {key!r}: expected a field of {list(PROFILE_FIELDS + HOST_FIELDS)} "
                     "that the profile does not fit itself"
                 )
-        dequant = t.get(DEQUANT, {})
-        if not isinstance(dequant, dict):
-            raise InputError(f"{where}: field {DEQUANT!r} = {dequant!r}: expected a table of format = instructions")
-        known = formats()
-        for fmt, ops in dequant.items():
-            if fmt not in known or known[fmt].plain is not None:
-                raise InputError(
-                    f"{where}: field {DEQUANT!r} has {fmt!r}: expected a format of one kind of "
-                    f"{sorted(k for k, f in known.items() if f.plain is None)} (a recipe of two is used as stored)"
-                )
-            if isinstance(ops, bool) or not isinstance(ops, (int, float)) or not 0 <= ops < float("inf"):
-                raise InputError(f"{where}: field {DEQUANT!r}: {fmt} = {ops!r}: expected a number of instructions >= 0")
+        dequant, kv_dequant = (_instruction_table(t, key, where) for key in (DEQUANT, KV_DEQUANT))
         out[name] = Framework(
             name=name,
             multipliers=(
@@ -246,7 +249,8 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
             carried=tuple(sorted(carried.items())),
             kv_rereads=t.get(KV_REREADS),
             heads_per_block=float(t[HEADS_PER_BLOCK]) if HEADS_PER_BLOCK in t else None,
-            dequant_ops=tuple(sorted((k, float(v)) for k, v in dequant.items())),
+            dequant_ops=dequant,
+            kv_dequant_ops=kv_dequant,
             memory_fraction=t.get(MEMORY_FRACTION, 1.0),
             serial_kernels=t.get(SERIAL_KERNELS),
         )
@@ -280,3 +284,21 @@ def resolve_framework(name: str, chip_name: str, frameworks: dict[str, Framework
         if f.base == name and chip_name in f.chips:
             return f
     return frameworks[name]
+
+
+def _instruction_table(t: dict, key: str, where: str) -> tuple[tuple[str, float], ...]:
+    """A profile's table `key` (`DEQUANT`, `KV_DEQUANT`) of format = instructions per
+    element, checked: formats of one kind, counts finite and >= 0."""
+    table = t.get(key, {})
+    if not isinstance(table, dict):
+        raise InputError(f"{where}: field {key!r} = {table!r}: expected a table of format = instructions")
+    known = formats()
+    for fmt, ops in table.items():
+        if fmt not in known or known[fmt].plain is not None:
+            raise InputError(
+                f"{where}: field {key!r} has {fmt!r}: expected a format of one kind of "
+                f"{sorted(k for k, f in known.items() if f.plain is None)} (a recipe of two is used as stored)"
+            )
+        if isinstance(ops, bool) or not isinstance(ops, (int, float)) or not 0 <= ops < float("inf"):
+            raise InputError(f"{where}: field {key!r}: {fmt} = {ops!r}: expected a number of instructions >= 0")
+    return tuple(sorted((k, float(v)) for k, v in table.items()))

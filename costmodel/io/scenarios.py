@@ -26,11 +26,14 @@ def make_scenario(
     kv: str = "bf16",
     micro_batches: float = 1,
     dequant_ops: float = 0.0,
+    kv_dequant_ops: float = 0.0,
     where: str = "scenario",
 ) -> Scenario:
     """A `Scenario` from user-facing values, validated (formats by name); `dequant_ops`:
     the framework's instructions per weight element to unpack `weights`
-    (`Scenario.weight_dequant_ops`, `ChipInfo.dequant`)."""
+    (`Scenario.weight_dequant_ops`, `ChipInfo.dequant`); `kv_dequant_ops`: its attention
+    kernels' per K/V element read of the cache `kv` (`Scenario.kv_dequant_ops`,
+    `ChipInfo.kv_dequant`)."""
     for key, value, lo in (("batch", batch, 1), ("context", context, 0), ("prefix", prefix, 0)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= MAX_TOKENS:
             raise InputError(f"{where}: {key} = {value!r}: expected a number >= {lo} and <= {MAX_TOKENS:g}")
@@ -64,6 +67,7 @@ def make_scenario(
         kv_precision=k.precision,
         micro_batches=micro_batches,
         weight_dequant_ops=dequant_ops,
+        kv_dequant_ops=kv_dequant_ops,
         **plain_fields(w),
     )
 
