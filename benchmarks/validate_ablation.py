@@ -36,7 +36,7 @@ Terms:
   formats used as stored (the model before 2026-12-05). With Little's law off it still
   acts, as the ALUs' throughput limit on the stream.
 - **KV unpacking** (`costmodel.kv_dequant_seconds`, a profile's `kv_dequant_ops`):
-  QServe's decode attention spends 4.6 FP32-lane slots per K/V element each time one of
+  QServe's decode attention spends 5.1 FP32-lane slots per K/V element each time one of
   its per-query-head thread blocks reads its 4-bit cache, compute time of the attention
   classes. Off: the cache used as stored. "qserve as native": its rows under the
   identity profile, as the eleventh blind check scored them (no re-reads, no unpacking,

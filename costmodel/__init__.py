@@ -23,6 +23,7 @@ from ._core.channels import (
     hockney as hockney,
     host_seconds as host_seconds,
     kernel_efficiency as kernel_efficiency,
+    kv_dequant_seconds as kv_dequant_seconds,
     overlapped_seconds as overlapped_seconds,
     pim_seconds as pim_seconds,
     pipelined_seconds as pipelined_seconds,

@@ -354,7 +354,8 @@ def prompt_seconds(
         weights=weights,
         kv=kv,
         dequant_ops=chip.dequant(weights),
-        kv_dequant_ops=chip.kv_dequant(kv),
+        # A pass of prompts attends over the K/V it has just computed, in 16 bits: no
+        # cache is read, so none is unpacked (`Scenario.kv_dequant_ops` 0).
     )
     b = np.asarray(batches, dtype=float)
     workloads = [_prompt_workload(m, base, prompt_tokens, x, min(pipeline_parallel, x)) for x in b]

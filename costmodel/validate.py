@@ -9,7 +9,8 @@ system layout, and compared with the published value.
 
 A framework profile is its kernels' concurrency and four multipliers applied to a chip
 (and, apart from that vector, its host time, its attention's K/V re-reads and its
-kernels' instructions to unpack each quantised weight format: `with_profile_fields`):
+kernels' instructions to unpack each quantised weight and KV-cache format:
+`with_profile_fields`):
 the bytes its decode kernels keep in flight per SM (`Chip.bytes_in_flight`: by Little's
 law DRAM streams at most SMs x bytes in flight / latency, so one framework reaches
 different fractions of peak on different memories), and multipliers on every memory
@@ -173,7 +174,7 @@ def prepare(
 
 def with_profile_fields(prepared: Prepared, f: Framework, row: Row) -> Prepared:
     """A prepared row with the fields of profile `f` outside its log vector: on the chip
-    (`apply_profile_fields`) and on the decode step's weights (`apply_dequant`)."""
+    (`apply_profile_fields`) and on the decode step's weights and K/V (`apply_dequant`)."""
     chip = apply_profile_fields(prepared.chip, f)
     workload = apply_dequant(prepared.workload, f, row.weights, row.kv)
     return eqx.tree_at(lambda p: (p.chip, p.workload), prepared, (chip, workload))

@@ -125,6 +125,33 @@ def test_gradients_match_finite_differences(x64):
     assert g[0] > 0 and g[1] < 0
 
 
+def test_each_chip_unpacks_its_share_and_pim_unpacks_nothing():
+    # Tensor parallelism: each chip reads and unpacks 1/tp of every cache.
+    chip = _chip(attention_kv_rereads=1.0)
+    a, b = _cost(chip, 0.0), _cost(chip, 40.0)
+    a2, b2 = _cost(chip.replace(tensor_parallel=2.0), 0.0), _cost(chip.replace(tensor_parallel=2.0), 40.0)
+    one = float(b.compute_seconds - a.compute_seconds)
+    assert float(b2.compute_seconds - a2.compute_seconds) == pytest.approx(one / 2, rel=1e-5)
+    # A cache in PIM is computed on in place: nothing streams to the die to be unpacked.
+    pim_chip = cm.make_chip(
+        capacity=(40e6, 200e9, 80e9),
+        bandwidth=(5e12, 8e12, 2e12),
+        peak_flops=(F32_PEAK, 312e12, 624e12, 1248e12),
+        pim_flops=50e12,
+    ).replace(attention_kv_rereads=1.0)
+    w0, w1 = _workload(0.0), _workload(40.0)
+    place = cm.policy_placement("pim_kv", cm.lower_traffic(w0), pim_chip)
+    c0, c1 = cm.decode_cost(w0, pim_chip, place), cm.decode_cost(w1, pim_chip, place)
+    assert float(c1.seconds_per_step) == pytest.approx(float(c0.seconds_per_step), rel=1e-6)
+
+
+def test_make_scenario_refuses_a_negative_count():
+    from costmodel.io import InputError, make_scenario
+
+    with pytest.raises(InputError, match="kv_dequant_ops = -1.0"):
+        make_scenario(kv="qoq_kv4", kv_dequant_ops=-1.0)
+
+
 # --- profiles ------------------------------------------------------------------------
 
 
@@ -133,7 +160,7 @@ def test_qserve_unpacks_its_cache_and_nothing_else_does():
 
     frameworks = load_frameworks()
     q = frameworks["qserve"]
-    assert q.kv_dequant("qoq_kv4") == 4.6 and q.kv_dequant("fp8") == 0.0 and q.kv_rereads == 1.0
+    assert q.kv_dequant("qoq_kv4") == 5.1 and q.kv_dequant("fp8") == 0.0 and q.kv_rereads == 1.0
     assert all(not f.kv_dequant_ops for name, f in frameworks.items() if name != "qserve")
 
 
@@ -145,7 +172,7 @@ def test_evaluate_and_validate_price_the_unpacking():
     e = cm.evaluate(
         "llama-3-8b", "a100-80gb-sxm", batch=64, context=1024, weights="qoq_w4a8", kv="qoq_kv4", framework="qserve"
     )
-    assert float(e.workload.scenario.kv_dequant_ops) == pytest.approx(4.6)
+    assert float(e.workload.scenario.kv_dequant_ops) == pytest.approx(5.1)
     info = dataclasses.replace(apply_framework(chip_info("a100-80gb-sxm"), "qserve"), kv_dequant_ops=())
     free = cm.evaluate("llama-3-8b", info, batch=64, context=1024, weights="qoq_w4a8", kv="qoq_kv4")
     assert float(free.workload.scenario.kv_dequant_ops) == 0.0
@@ -161,7 +188,7 @@ def test_evaluate_and_validate_price_the_unpacking():
 
 @pytest.mark.parametrize(
     ("table", "needle"),
-    [("{ int9 = 1.0 }", "int9"), ("{ qoq_kv4 = -1.0 }", "-1.0"), ("{ qoq_kv4 = true }", "True"), ("3", "3")],
+    [("{ int9 = 1.0 }", "int9"), ("{ qoq_kv4 = -1.0 }", "-1.0"), ("{ qoq_kv4 = true }", "True"), ("3", "= 3:")],
 )
 def test_a_bad_kv_dequant_table_is_one_line(tmp_path, table, needle):
     from costmodel.io import InputError, load_frameworks
@@ -175,3 +202,21 @@ def test_a_bad_kv_dequant_table_is_one_line(tmp_path, table, needle):
         load_frameworks(path)
     message = str(e.value)
     assert "\n" not in message and "kv_dequant_ops" in message and needle in message and str(path) in message
+
+
+def test_prompt_passes_unpack_nothing_and_decode_steps_do():
+    from costmodel.evaluation import apply_framework
+    from costmodel.io import chip_info
+    from costmodel.serving import prompt_seconds
+
+    info = apply_framework(chip_info("a100-80gb-sxm"), "qserve")
+    free = dataclasses.replace(info, kv_dequant_ops=())
+    kw = dict(prompt_tokens=1024, batches=np.asarray([8.0]), weights="qoq_w4a8", kv="qoq_kv4")
+    # A prompt pass reads no cache: the same time with and without the profile's count.
+    assert float(prompt_seconds("llama-3-8b", info, **kw)[0]) == float(prompt_seconds("llama-3-8b", free, **kw)[0])
+    step = lambda i: (
+        cm.evaluate(  # noqa: E731
+            "llama-3-8b", i, batch=128, context=1280, weights="qoq_w4a8", kv="qoq_kv4"
+        ).cost.seconds_per_step
+    )
+    assert float(step(info)) > float(step(free))

@@ -89,7 +89,7 @@ def test_reported_figures_are_the_shipped_ones(results):
     s = v.summarize(results)
     assert s["median_ape"]["batch1-gpu"] == pytest.approx(0.077, abs=0.002)
     assert s["median_ape"]["apple"] == pytest.approx(0.025, abs=0.002)
-    assert s["median_ape"]["large-batch"] == pytest.approx(0.193, abs=0.002)
+    assert s["median_ape"]["large-batch"] == pytest.approx(0.182, abs=0.002)
     assert s["n_test"] == {"batch1-gpu": 49, "apple": 9, "large-batch": 73, "sram": 5}
     assert s["max_factor"]["sram"] == pytest.approx(1.66, abs=0.01)
     # with the prompt pass's efficiency of the H100 (H200) and MI300X behind static batches
@@ -103,11 +103,11 @@ def test_reported_figures_are_the_shipped_ones(results):
     tenth = s["blind"]["large-batch"]["2026-12-06, tenth check"]
     assert tenth["n"] == 19 and tenth["median_ape"] == pytest.approx(0.270, abs=0.002)
     # the eleventh check's 21 new large-batch rows (7 more were serving rows already, now
-    # reference rows) and 2 batch-1 rows: 27.3 % their one blind score (f5ac143); now 21.5 %
+    # reference rows) and 2 batch-1 rows: 27.3 % their one blind score (f5ac143); now 20.9 %
     # (QServe's nine rows under the qserve profile since the thirteenth session)
     eleventh = "2026-12-06, eleventh check"
     assert s["blind"]["large-batch"][eleventh]["n"] == 21 and s["blind"]["batch1-gpu"][eleventh]["n"] == 2
-    assert s["blind"]["large-batch"][eleventh]["median_ape"] == pytest.approx(0.215, abs=0.002)
+    assert s["blind"]["large-batch"][eleventh]["median_ape"] == pytest.approx(0.209, abs=0.002)
 
 
 def test_every_scored_row_is_feasible_and_finite(rows):

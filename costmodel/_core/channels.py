@@ -264,8 +264,8 @@ def dequant_seconds(weight_bytes, workload: Workload, chip: Chip):
 
 
 def kv_dequant_seconds(kv_bytes, traffic: Traffic, workload: Workload, chip: Chip):
-    """Seconds one chip's ALUs spend unpacking the K/V elements its decode-attention
-    kernels read, each time a thread block reads them.
+    """Seconds one chip's ALUs spend on the K/V elements its decode-attention kernels
+    read, each time a thread block reads them.
 
     `kv_bytes / Scenario.kv_bytes` elements, read `kv_reads` times (a kernel with one
     thread block per query head unpacks its group's K/V head once per query head), each
@@ -276,6 +276,15 @@ def kv_dequant_seconds(kv_bytes, traffic: Traffic, workload: Workload, chip: Chi
     Quantization and System Co-design for Efficient LLM Serving", arXiv:2405.04532, §5:
     its KV4 attention had to be moved out of the CUDA cores' compute-bound region).
     Time only, charged to the attention classes' compute (`decode_cost`).
+
+    The count is per element per read: a kernel's unpacking, and, where it runs its dot
+    products on the CUDA cores with one block per query head (QServe's), their
+    arithmetic too, which happens once per query head and so once per read there (with
+    blocks of several query heads, `Chip.attention_heads_per_block`, such a count would
+    be short by the heads per block; no profile sets both). That arithmetic is also in
+    the attention FLOPs priced at the tensor rate, a double count of about 1 % of it. A
+    shared prefix, stored and read once per step (`lower_traffic`), is counted once,
+    though each sequence's blocks unpack it: short by the batch where a prefix is given.
 
     Args:
         kv_bytes: bytes of K/V one chip streams to its compute die (SRAM and DRAM), B.

@@ -163,7 +163,8 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     ones = jnp.ones_like(rates)
     class_compute = ch.compute_seconds(ones, rates, flops[:, SRAM], flops[:, DRAM], feed, tp)  # [classes]
     # A quantised cache is unpacked by the attention kernels' ALUs, once per thread block
-    # that reads it: compute time of the KV classes, on the bytes SRAM and DRAM stream.
+    # that reads it: compute time of the KV classes, on the bytes SRAM and DRAM stream
+    # (PIM computes on its own bytes; writes are not unpacked).
     read = class_sum(held * passing.read_bytes[:, None], axis=0)  # [classes, tiers]
     kv_streamed = (read[:, SRAM] + read[:, DRAM]) / tp
     class_compute = class_compute + jnp.where(

@@ -157,7 +157,8 @@ class Scenario(eqx.Module):
             as `weight_precision`.
         kv_dequant_ops: ALU instructions per K/V element the decode-attention kernels
             spend unpacking it each time a thread block reads it (the framework's kernel
-            for the KV format: `costmodel.dequant_seconds`); 0: used as stored.
+            for the KV format, and a kernel on the CUDA cores its arithmetic on each
+            element: `costmodel.kv_dequant_seconds`); 0: used as stored.
         micro_batches: groups the batch is split into, decoded one after another
             through a pipeline-parallel system so that its stages work on different
             groups at once (>= 1; 1: the whole batch passes through the stages

@@ -52,6 +52,9 @@ def make_scenario(
     k = get_format(kv, f"{where}: kv")
     if k.plain is not None:
         raise InputError(f"{where}: kv {kv!r}: a weight recipe (its attention in {k.plain}), not a KV-cache format")
+    for key, value in (("dequant_ops", dequant_ops), ("kv_dequant_ops", kv_dequant_ops)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+            raise InputError(f"{where}: {key} = {value!r}: expected a number of instructions >= 0")
     if w.plain is not None and dequant_ops > 0:
         raise InputError(
             f"{where}: weights {weights!r} with {dequant_ops!r} instructions per weight to unpack: a recipe of two "
