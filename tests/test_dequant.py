@@ -204,22 +204,24 @@ def test_validate_prices_a_rows_unpacking():
     assert with_ops < 0.9 * without
 
 
+@pytest.mark.parametrize("field", ["dequant_ops", "kv_dequant_ops"])
 @pytest.mark.parametrize(
     ("table", "needle"),
-    [("{ int9 = 1.0 }", "int9"), ("{ int8 = -1.0 }", "-1.0"), ("{ int8 = true }", "True"), ("3", "3")],
+    [("{ int9 = 1.0 }", "int9"), ("{ int8 = -1.0 }", "-1.0"), ("{ int8 = true }", "True"), ("3", "= 3:")],
 )
-def test_a_bad_dequant_table_is_one_line(tmp_path, table, needle):
+def test_a_bad_dequant_table_is_one_line(tmp_path, field, table, needle):
+    """The weights' and the KV cache's instruction tables are checked alike."""
     from costmodel.io import InputError, load_frameworks
 
     path = tmp_path / "frameworks.toml"
     path.write_text(
         "[frameworks.x]\nmemory_efficiency = 1.0\ncompute_efficiency = 1.0\nkernel_overhead = 1.0\n"
-        f'link_latency = 1.0\ndequant_ops = {table}\nfit = []\nfitted_on = []\nsource = "test"\n'
+        f'link_latency = 1.0\n{field} = {table}\nfit = []\nfitted_on = []\nsource = "test"\n'
     )
     with pytest.raises(InputError) as e:
         load_frameworks(path)
     message = str(e.value)
-    assert "\n" not in message and "dequant_ops" in message and needle in message and str(path) in message
+    assert "\n" not in message and f"{field!r}" in message and needle in message and str(path) in message
 
 
 def test_serve_unpacks_with_the_framework():
