@@ -90,6 +90,7 @@ def grid_baseline(problem: Problem, *, step: float = 0.02, policies: Sequence[st
     )
 
 
+@eqx.filter_jit  # tried one design at a time by the polish and the rounding: one compile per policy
 def _policy_at(problem: Problem, area_logits, policy: str):
     """Per mix point: (metric, feasible, placement) of a policy on one area split."""
     design = design_of(problem, area_logits)

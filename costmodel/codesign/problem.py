@@ -316,6 +316,7 @@ def serving_metric(tpot, tokens_per_step, chips, feasible, overflow, target, sof
     return jnp.exp(SOFT_LOG_CEILING - jax.nn.softplus(SOFT_LOG_CEILING - soft_min)), best
 
 
+@eqx.filter_jit  # called one design at a time by the polish and by users: one compile, not op by op
 def evaluate_design(problem: Problem, area_logits, placements, soft: bool = False):
     """The mix objective of one design (a vector of `DESIGN_VARIABLES`): weighted mean
     of the per-point metric (`point_metric`; `soft`: the serving objective's smooth

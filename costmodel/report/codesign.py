@@ -6,7 +6,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
 from .. import codesign
+from ..codesign.problem import batch_costs
 from ..io import InputError
 
 
@@ -19,24 +24,25 @@ UNITS = {
 """Unit of each co-design objective (`codesign.OBJECTIVES`)."""
 
 
-def _serving_miss(problem: codesign.Problem, result: codesign.Result) -> str:
-    """Why a serving design meets no TPOT target, in one line: the mix point whose fastest
-    batch that fits is slowest, and that time; or that no batch fits there at all. The
-    steps are the problem's own (`sustained` under a power cap), at every batch of
-    `Problem.batches`, with the design's placement."""
-    import jax
-    import jax.numpy as jnp
-
-    from ..codesign.problem import batch_costs
-
-    chip = codesign.design_chip(problem, jnp.asarray(result.area_logits))
-    placements = jnp.asarray(result.placements)
+@eqx.filter_jit
+def _fastest_fitting_steps(problem: codesign.Problem, area_logits, placements):
+    """Per mix point, the fastest step among the batches of `Problem.batches` that fit
+    (inf where none does), in one compiled call."""
+    chip = codesign.design_chip(problem, area_logits)
 
     def point(workload, placement):
         costs = batch_costs(problem, workload, chip, placement)
         return jnp.min(jnp.where(costs.feasible, costs.seconds_per_step, jnp.inf))
 
-    fastest = jax.vmap(point)(problem.workloads, placements)
+    return jax.vmap(point)(problem.workloads, placements)
+
+
+def _serving_miss(problem: codesign.Problem, result: codesign.Result) -> str:
+    """Why a serving design meets no TPOT target, in one line: the mix point whose fastest
+    batch that fits is slowest, and that time; or that no batch fits there at all. The
+    steps are the problem's own (`sustained` under a power cap), at every batch of
+    `Problem.batches`, with the design's placement."""
+    fastest = _fastest_fitting_steps(problem, jnp.asarray(result.area_logits), jnp.asarray(result.placements))
     worst = int(jnp.argmax(fastest))
     if not bool(jnp.isfinite(fastest[worst])):
         return f"no batch fits in memory at mix point {worst + 1} of the best design found; use more --chips"
