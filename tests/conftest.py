@@ -11,6 +11,17 @@ import pytest
 jax.config.update("jax_numpy_rank_promotion", "raise")
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 
+# One persistent compilation cache for the suite: many tests compile the same programs
+# (the same model on the same shapes, from a new closure each time), and the
+# fresh-machine check's inner run (`.ci/fresh_machine.sh`, same user) finds the outer
+# run's programs there. A hit loads the executable XLA compiled, so results are the
+# same bits. `COSTMODEL_TEST_JAX_CACHE` moves it; set to "" it is off.
+_CACHE = os.environ.get("COSTMODEL_TEST_JAX_CACHE", os.path.expanduser("~/.cache/costmodel/jax-tests"))
+if _CACHE:
+    jax.config.update("jax_compilation_cache_dir", _CACHE)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+
 
 @pytest.fixture
 def x64():
