@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import copy
+import functools
 import json
 import os
 import tempfile
@@ -25,10 +27,12 @@ def data_dir() -> Path:
 
 
 def load_toml(path: Path | str) -> dict[str, Any]:
+    """A TOML file's content (a fresh copy each call: callers may change it); a missing,
+    unreadable or malformed file raises `InputError`. The shipped tables are read once
+    per row by some callers (`costmodel validate`): a parse is kept per file content."""
     path = Path(path)
     try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
+        return copy.deepcopy(_parse_toml(path.read_bytes()))
     except FileNotFoundError:
         raise InputError(f"{path}: file not found") from None
     except IsADirectoryError:
@@ -37,6 +41,11 @@ def load_toml(path: Path | str) -> dict[str, Any]:
         raise InputError(f"{path}: not valid TOML ({e})") from None
     except UnicodeDecodeError:
         raise InputError(f"{path}: not a UTF-8 text file") from None
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_toml(data: bytes) -> dict[str, Any]:
+    return tomllib.loads(data.decode("utf-8"))
 
 
 def load_json(path: Path | str) -> Any:
