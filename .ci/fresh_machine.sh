@@ -6,7 +6,7 @@
 #
 #   bash .ci/fresh_machine.sh            # KEEP=1 keeps the temporary clone
 #
-# Needs python3 >= 3.10, git and access to the package index. Uncommitted changes are
+# Needs python3 >= 3.11, git and access to the package index. Uncommitted changes are
 # not tested: this is what a clone of HEAD gives a newcomer.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"

@@ -33,10 +33,10 @@ import re
 import shlex
 import sys
 import tempfile
+import tomllib
 from pathlib import Path
 
 import numpy as np
-import tomllib
 
 
 ROOT = Path(__file__).resolve().parent.parent

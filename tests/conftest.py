@@ -15,8 +15,15 @@ jax.config.update("jax_numpy_dtype_promotion", "strict")
 # (the same model on the same shapes, from a new closure each time), and the
 # fresh-machine check's inner run (`.ci/fresh_machine.sh`, same user) finds the outer
 # run's programs there. A hit loads the executable XLA compiled, so results are the
-# same bits. `COSTMODEL_TEST_JAX_CACHE` moves it; set to "" it is off.
+# same bits. `COSTMODEL_TEST_JAX_CACHE` moves it; set to "" it is off. An entry JAX
+# cannot read or write (a killed run's partial file, a full disk) is compiled afresh:
+# its warning is not an error (pyproject.toml). A folder that cannot be made: no cache.
 _CACHE = os.environ.get("COSTMODEL_TEST_JAX_CACHE", os.path.expanduser("~/.cache/costmodel/jax-tests"))
+try:
+    if _CACHE:
+        os.makedirs(_CACHE, exist_ok=True)
+except OSError:
+    _CACHE = ""
 if _CACHE:
     jax.config.update("jax_compilation_cache_dir", _CACHE)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)

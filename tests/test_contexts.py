@@ -3,10 +3,10 @@ decoding sequence has, computed from published per-request traces."""
 
 import json
 import math
+import tomllib
 
 import numpy as np
 import pytest
-import tomllib
 
 import costmodel as cm
 from costmodel.cli import main

@@ -10,11 +10,11 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import tomllib
 from pathlib import Path
 
 import jax
 import pytest
-import tomllib
 
 from calibration.measure import plan_points
 from calibration.measure.plans import PLANS, gpu_plan, named_plan, plan

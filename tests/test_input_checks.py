@@ -430,3 +430,37 @@ def test_python_api_takes_a_fractional_batch():
 
     t = [float(cm.evaluate("llama-3-8b", "h100-sxm", batch=b).cost.seconds_per_step) for b in (1, 1.5, 2)]
     assert t[0] <= t[1] <= t[2] and math.isfinite(t[1])
+
+
+def test_load_toml_errors_name_the_file_and_a_parse_is_reused_not_shared(tmp_path, monkeypatch):
+    """`load_toml`: one `InputError` line per failure (missing, folder, bad TOML, not
+    UTF-8, not readable); a file read twice gives equal contents that are not the same
+    object (a caller may change its copy), and a changed file is read again."""
+    from costmodel.io import InputError
+    from costmodel.io.files import load_toml
+
+    good = tmp_path / "a.toml"
+    good.write_text("x = [1, 2]\n")
+    first = load_toml(good)
+    first["x"].append(3)
+    assert load_toml(good) == {"x": [1, 2]}
+    good.write_text("x = [1, 5]\n")
+    assert load_toml(good) == {"x": [1, 5]}
+    (tmp_path / "bad.toml").write_text("x = [1,\n")
+    (tmp_path / "latin.toml").write_bytes(b'x = "\xe9"\n')
+    cases = {
+        "missing.toml": "file not found",
+        ".": "is a folder",
+        "bad.toml": "not valid TOML",
+        "latin.toml": "not a UTF-8",
+    }
+    for name, needle in cases.items():
+        with pytest.raises(InputError, match=needle):
+            load_toml(tmp_path / name)
+
+    def denied(self):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "read_bytes", denied)
+    with pytest.raises(InputError, match=r"a\.toml: not readable"):
+        load_toml(good)

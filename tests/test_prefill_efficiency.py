@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import tomllib
 from pathlib import Path
 
 import numpy as np
 import pytest
-import tomllib
 
 from costmodel.io import InputError, chip_info
 from costmodel.io.chips import chip_presets

@@ -6,10 +6,10 @@ import math
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
-import tomllib
 
 from calibration.trace import SOURCE, load_trace, save_trace
 from costmodel.evaluation import evaluate

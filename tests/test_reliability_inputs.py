@@ -17,13 +17,13 @@ import json
 import math
 import shutil
 import tempfile
+import tomllib
 from pathlib import Path
 from unittest import mock
 
 import jax
 import jax.numpy as jnp
 import pytest
-import tomllib
 from hypothesis import given, strategies as st
 from test_reliability_fuzzlib import COUNTS, FUZZ, JSON_VALUES, dump_toml, get, mutated, tables, typo
 

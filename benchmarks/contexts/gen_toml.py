@@ -7,9 +7,8 @@ python benchmarks/contexts/gen_toml.py        # writes data/contexts.toml
 """
 
 import json
-from pathlib import Path
-
 import tomllib
+from pathlib import Path
 
 
 HERE = Path(__file__).resolve().parent

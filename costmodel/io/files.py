@@ -8,11 +8,10 @@ import functools
 import json
 import os
 import tempfile
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
-
-import tomllib
 
 from .errors import InputError
 
@@ -37,6 +36,8 @@ def load_toml(path: Path | str) -> dict[str, Any]:
         raise InputError(f"{path}: file not found") from None
     except IsADirectoryError:
         raise InputError(f"{path}: is a folder, expected a TOML file") from None
+    except PermissionError:
+        raise InputError(f"{path}: not readable (permission denied)") from None
     except tomllib.TOMLDecodeError as e:
         raise InputError(f"{path}: not valid TOML ({e})") from None
     except UnicodeDecodeError:
