@@ -89,8 +89,8 @@ def test_reported_figures_are_the_shipped_ones(results):
     s = v.summarize(results)
     assert s["median_ape"]["batch1-gpu"] == pytest.approx(0.077, abs=0.002)
     assert s["median_ape"]["apple"] == pytest.approx(0.025, abs=0.002)
-    assert s["median_ape"]["large-batch"] == pytest.approx(0.182, abs=0.002)
-    assert s["n_test"] == {"batch1-gpu": 49, "apple": 9, "large-batch": 73, "sram": 5}
+    assert s["median_ape"]["large-batch"] == pytest.approx(0.177, abs=0.002)
+    assert s["n_test"] == {"batch1-gpu": 49, "apple": 9, "large-batch": 92, "sram": 5}
     assert s["max_factor"]["sram"] == pytest.approx(1.66, abs=0.01)
     # with the prompt pass's efficiency of the H100 (H200) and MI300X behind static batches
     fitted = {"batch1-gpu": (10, 15), "apple": (2, 2), "large-batch": (10, 18), "sram": (2, 2)}
@@ -108,6 +108,9 @@ def test_reported_figures_are_the_shipped_ones(results):
     eleventh = "2026-12-06, eleventh check"
     assert s["blind"]["large-batch"][eleventh]["n"] == 21 and s["blind"]["batch1-gpu"][eleventh]["n"] == 2
     assert s["blind"]["large-batch"][eleventh]["median_ape"] == pytest.approx(0.209, abs=0.002)
+    # the twelfth check's 19 vLLM 0.6 offline rows (Argonne): 14.2 % their one blind score
+    twelfth = s["blind"]["large-batch"]["2026-12-06, twelfth check"]
+    assert twelfth["n"] == 19 and twelfth["median_ape"] == pytest.approx(0.142, abs=0.002)
 
 
 def test_every_scored_row_is_feasible_and_finite(rows):
