@@ -175,7 +175,7 @@ def prepare(
 def with_profile_fields(prepared: Prepared, f: Framework, row: Row) -> Prepared:
     """A prepared row with the fields of profile `f` outside its log vector: on the chip
     (`apply_profile_fields`) and on the decode step's weights and K/V (`apply_dequant`)."""
-    chip = apply_profile_fields(prepared.chip, f)
+    chip = apply_profile_fields(prepared.chip, f, row.entry)
     workload = apply_dequant(prepared.workload, f, row.weights, row.kv)
     return eqx.tree_at(lambda p: (p.chip, p.workload), prepared, (chip, workload))
 
@@ -394,8 +394,8 @@ def fit_all(rows: list[Row] | None = None, frameworks: dict[str, Framework] | No
     by_id = {r.id: r for r in rows}
     out = {}
     for name, f in frameworks.items():
-        if fitted_on_serving_rows(f, by_id):
-            continue
+        if fitted_on_serving_rows(f, by_id) or not set(f.fit) & set(PROFILE_FIELDS):
+            continue  # fitted on serving rows, or no field of the log vector to fit
         missing = [i for i in f.fitted_on if i not in by_id]
         if missing:
             raise InputError(f"frameworks.{name}: fitted_on names unknown rows {missing}")
@@ -411,6 +411,36 @@ def fitted_on_serving_rows(f: Framework, decode_rows: dict[str, Row]) -> bool:
         return False
     serving = serving_row_ids()
     return all(i in serving for i in f.fitted_on)
+
+
+def fit_engine_host(in_process: Row, tensor_parallel: Row, profile: Framework) -> tuple[float, float]:
+    """Closed-form host times of an engine called in-process (`Framework.host_in_process`,
+    `Framework.host_tp`, µs per sequence per step) that make two rows' predictions exact.
+
+    A step's host time is linear in both: `t = t0 + steps x batch x x` with `t0` the
+    time with none (prefill included). `in_process`, a one-chip row run in-process,
+    gives the per-sequence time; `tensor_parallel`, an in-process row on more than one
+    chip, gives what a tensor-parallel step adds to it. Every other field of `profile`
+    applies as it is (its host time per step among them).
+    """
+    for row, one_chip in ((in_process, True), (tensor_parallel, False)):
+        if row.entry != "in-process" or (row.tensor_parallel == 1) != one_chip or row.pipeline_parallel != 1:
+            raise InputError(
+                f"row {row.id}: entry = {row.entry!r}, tensor_parallel = {row.tensor_parallel}, pipeline_parallel = "
+                f"{row.pipeline_parallel}: expected an in-process row on {'one chip' if one_chip else 'more than one'}"
+                ", one pipeline stage"
+            )
+    logm = jnp.log(jnp.asarray(profile.multipliers, dtype=float))
+
+    def per_sequence(row: Row, fields: dict[str, float]) -> float:
+        prepared = with_profile_fields(prepare(row)[0], profile, row)
+        prepared = eqx.tree_at(lambda p: p.chip, prepared, prepared.chip.replace(**fields))
+        t0 = float(prepared.numerator) / float(predict(prepared, logm))
+        return (float(prepared.numerator) / row.value - t0) / (float(prepared.steps) * row.batch)
+
+    seq = per_sequence(in_process, {"host_per_sequence": 0.0, "host_per_sequence_tp": 0.0})
+    tp = per_sequence(tensor_parallel, {"host_per_sequence": seq, "host_per_sequence_tp": 0.0})
+    return seq * 1e6, tp * 1e6
 
 
 def fit_serial_latency(row: Row, field: str) -> float:

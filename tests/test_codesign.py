@@ -96,6 +96,7 @@ def test_designed_chip_inherits_the_system_kernel_fields():
         serial_kernels=1.0,
         host_step=27e-6,
         host_per_sequence=1e-6,
+        host_per_sequence_tp=2e-6,
         small_kernel_bytes=2.4e6,
         small_kernel_efficiency=0.55,
         small_kernel_knee=17.0,
@@ -110,7 +111,7 @@ def test_designed_chip_inherits_the_system_kernel_fields():
         "serial_kernels",
         "small_kernel_bytes",
     )
-    for name in (*names, "small_kernel_efficiency", "host_step", "host_per_sequence"):
+    for name in (*names, "small_kernel_efficiency", "host_step", "host_per_sequence", "host_per_sequence_tp"):
         assert float(getattr(chip, name)) == pytest.approx(float(getattr(system, name))), name
     assert float(chip.small_kernel_knee) == pytest.approx(17.0)
 

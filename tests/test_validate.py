@@ -46,6 +46,7 @@ def test_every_chip_preset_and_tier_has_a_source():
 
 def test_fitted_and_scored_rows_are_disjoint(rows):
     by_id = {r.id: r for r in rows}
+    serving = v.serving_row_ids()
     frameworks = v.load_frameworks()
     fitted = set()
     for f in frameworks.values():
@@ -53,6 +54,8 @@ def test_fitted_and_scored_rows_are_disjoint(rows):
         if v.fitted_on_serving_rows(f, by_id):
             continue  # fitted on serving rows (tests/test_host_time.py, tests/test_validate_serving.py)
         for i in f.fitted_on:
+            if i in serving and i not in by_id:
+                continue  # a serving row behind the profile's host time (tests/test_host_time.py)
             assert i in by_id, (f.name, i)
             assert by_id[i].status == "fit", i
             # a profile is fitted on its own rows only
@@ -89,11 +92,12 @@ def test_reported_figures_are_the_shipped_ones(results):
     s = v.summarize(results)
     assert s["median_ape"]["batch1-gpu"] == pytest.approx(0.077, abs=0.002)
     assert s["median_ape"]["apple"] == pytest.approx(0.025, abs=0.002)
-    assert s["median_ape"]["large-batch"] == pytest.approx(0.177, abs=0.002)
-    assert s["n_test"] == {"batch1-gpu": 49, "apple": 9, "large-batch": 92, "sram": 5}
+    assert s["median_ape"]["large-batch"] == pytest.approx(0.134, abs=0.002)
+    assert s["n_test"] == {"batch1-gpu": 49, "apple": 9, "large-batch": 90, "sram": 5}
     assert s["max_factor"]["sram"] == pytest.approx(1.66, abs=0.01)
     # with the prompt pass's efficiency of the H100 (H200) and MI300X behind static batches
-    fitted = {"batch1-gpu": (10, 15), "apple": (2, 2), "large-batch": (10, 18), "sram": (2, 2)}
+    # (and vLLM 0.6's in-process host times, two numbers on two rows, since the fifteenth session)
+    fitted = {"batch1-gpu": (12, 17), "apple": (2, 2), "large-batch": (12, 20), "sram": (2, 2)}
     assert {g: (f["parameters"], f["rows"]) for g, f in s["fitted"].items()} == fitted
     # the second blind check's ten H200 rows, apart
     second = s["blind"]["large-batch"]["2026-12-04, second check"]
@@ -105,12 +109,15 @@ def test_reported_figures_are_the_shipped_ones(results):
     # the eleventh check's 21 new large-batch rows (7 more were serving rows already, now
     # reference rows) and 2 batch-1 rows: 27.3 % their one blind score (f5ac143); now 20.9 %
     # (QServe's nine rows under the qserve profile since the thirteenth session)
+    # (QServe's nine rows under the qserve profile since the thirteenth session); 19 rows, 13.6 %,
+    # since two of its vLLM rows fitted the in-process engine's host times (fifteenth session)
     eleventh = "2026-12-06, eleventh check"
-    assert s["blind"]["large-batch"][eleventh]["n"] == 21 and s["blind"]["batch1-gpu"][eleventh]["n"] == 2
-    assert s["blind"]["large-batch"][eleventh]["median_ape"] == pytest.approx(0.209, abs=0.002)
-    # the twelfth check's 19 vLLM 0.6 offline rows (Argonne): 14.2 % their one blind score
+    assert s["blind"]["large-batch"][eleventh]["n"] == 19 and s["blind"]["batch1-gpu"][eleventh]["n"] == 2
+    assert s["blind"]["large-batch"][eleventh]["median_ape"] == pytest.approx(0.136, abs=0.002)
+    # the twelfth check's 19 vLLM 0.6 offline rows (Argonne): 14.2 % their one blind score;
+    # 8.2 % with the in-process engine's host times fitted after it (not blind)
     twelfth = s["blind"]["large-batch"]["2026-12-06, twelfth check"]
-    assert twelfth["n"] == 19 and twelfth["median_ape"] == pytest.approx(0.142, abs=0.002)
+    assert twelfth["n"] == 19 and twelfth["median_ape"] == pytest.approx(0.082, abs=0.002)
 
 
 def test_every_scored_row_is_feasible_and_finite(rows):
@@ -154,17 +161,18 @@ def test_fitted_numbers_behind_a_group_are_counted(rows):
     # twice the same profile counts once
     twice = (("gptfast-a100-llama2-7b-bf16-tp2", "gpt-fast"), ("gptfast-a100-llama2-7b-bf16-tp4", "gpt-fast"))
     assert behind(*twice) == {"parameters": 3, "rows": 3}
-    # the ROCm variant's bytes in flight (one row), the two host times it carries from vllm-0.6 (two
-    # rows) and, behind the static batch's prefill, the MI300X's prompt pass efficiency (six rows)
-    assert behind(("vllm-mi300x-tp8-llama31-405b-fp8-bs32-128-128", "vllm-0.6-rocm")) == {"parameters": 4, "rows": 9}
+    # the ROCm variant's bytes in flight (one row), the four host times it carries from vllm-0.6 (the
+    # two served on two serving rows, the in-process and tensor-parallel ones on two decode rows) and,
+    # behind the static batch's prefill, the MI300X's prompt pass efficiency (six rows)
+    assert behind(("vllm-mi300x-tp8-llama31-405b-fp8-bs32-128-128", "vllm-0.6-rocm")) == {"parameters": 6, "rows": 11}
     # llama.cpp's Metal variant fits its own two numbers and carries none of llama.cpp's
     assert behind(("llamacpp-m2max-llama2-7b-q8_0", "llama.cpp-metal")) == {"parameters": 2, "rows": 2}
-    # vllm-0.6 (two host times) carries vllm's bytes in flight; with its ROCm variant the host times count once
+    # vllm-0.6 (four host times) carries vllm's bytes in flight; with its ROCm variant the host times count once
     both = (
         ("vllm-mi300x-tp8-llama31-405b-fp8-bs32-128-128", "vllm-0.6-rocm"),
         ("gptfast-a100-llama2-7b-bf16-tp2", "vllm-0.6"),
     )
-    assert behind(*both) == {"parameters": 5, "rows": 10}
+    assert behind(*both) == {"parameters": 7, "rows": 12}
     # an SRAM machine's fitted per-layer latency and its row; the native profile fits nothing
     assert behind(("groq-llama2-7b", "native")) == {"parameters": 1, "rows": 1}
     assert behind(("cerebras-llama31-8b", "native"), ("groq-llama2-7b", "native")) == {"parameters": 2, "rows": 2}
@@ -436,6 +444,7 @@ def test_cli_validate_json_and_plot(tmp_path, capsys):
         "2026-12-04, second check",
         "2026-12-06, tenth check",
         "2026-12-06, eleventh check",
+        "2026-12-06, twelfth check",
     }
     assert main(["validate"]) == 0
     text = capsys.readouterr().out

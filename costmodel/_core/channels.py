@@ -442,7 +442,8 @@ def pipeline_seconds(chip: Chip) -> Scalar:
 
 def host_seconds(sequences, chip: Chip):
     """Host time of one pass over `sequences` sequences that the serving stack does not
-    hide behind the device: `host_step + host_per_sequence x sequences`, s.
+    hide behind the device: `host_step + (host_per_sequence + host_per_sequence_tp
+    [tensor_parallel > 1]) x sequences`, s.
 
     A serving engine's CPU schedules each step, prepares its inputs and gathers the
     last step's tokens; each running request adds its own bookkeeping, sampling and
@@ -450,17 +451,24 @@ def host_seconds(sequences, chip: Chip):
     one step ahead: NanoFlow, SGLang 0.4's and TensorRT-LLM's overlap schedulers),
     the device idles while it runs. vLLM 0.5.3 on one H100 serving Llama 3 8B spent
     33 % of its time in the HTTP API server and 29 % in scheduling, the GPU running
-    38 % of the time.
+    38 % of the time. vLLM's V0 engine recreates every step's input tensors and
+    metadata on its driver process and, with more than one tensor-parallel worker,
+    broadcasts them to the others (V1 replaced that with persistent batches and
+    incremental updates): the `host_per_sequence_tp` term, one broadcast to all the
+    workers, whatever their number.
 
     References:
         vLLM team, "vLLM v0.6.0: 2.7x Throughput Improvement and 5x Latency
         Reduction", https://blog.vllm.ai/2024/09/05/perf-update.html (2024);
+        vLLM team, "vLLM V1: A Major Upgrade to vLLM's Core Architecture",
+        https://blog.vllm.ai/2025/01/27/v1-alpha-release.html (2025), sections 4-5;
         SGLang team, "SGLang v0.4: Zero-Overhead Batch Scheduler ...",
         https://lmsys.org/blog/2024-12-04-sglang-v0-4/ (2024);
         K. Zhu et al., "NanoFlow: Towards Optimal Large Language Model Serving
         Throughput", arXiv:2408.12757 (2024).
     """
-    return chip.host_step + chip.host_per_sequence * sequences
+    per_sequence = chip.host_per_sequence + jnp.where(chip.tensor_parallel > 1.0, chip.host_per_sequence_tp, 0.0)
+    return chip.host_step + per_sequence * sequences
 
 
 def pipelined_seconds(pass_seconds, micro_batches, stages):

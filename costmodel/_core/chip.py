@@ -157,6 +157,10 @@ class Chip(eqx.Module):
             gathering the last step's tokens), s; 0: none (`costmodel.host_seconds`).
         host_per_sequence: host time per sequence of the batch per step that is not
             hidden (each request's bookkeeping, sampling and detokenisation), s.
+        host_per_sequence_tp: host time per sequence per step added when the system
+            splits each layer over more than one chip (`tensor_parallel` > 1): an engine
+            whose driver process prepares every step's inputs and broadcasts them to
+            the other tensor-parallel workers (vLLM's V0 engine), s; 0: none.
         attention_half_rate_rows: Hockney's n½ of the decode-attention kernels, in
             rows sharing each KV element (the query heads per KV head, times the
             queries per sequence); 0: at the full rate. Separate from the weight
@@ -202,6 +206,7 @@ class Chip(eqx.Module):
     area: Scalar
     host_step: Scalar
     host_per_sequence: Scalar
+    host_per_sequence_tp: Scalar
     attention_half_rate_rows: Scalar
 
     @property
@@ -250,6 +255,7 @@ def make_chip(
     hop_latency: RealScalarLike = 0.0,
     host_step: RealScalarLike = 0.0,
     host_per_sequence: RealScalarLike = 0.0,
+    host_per_sequence_tp: RealScalarLike = 0.0,
     overlap: RealScalarLike = DEFAULT_OVERLAP,
     serial_kernels: RealScalarLike = 0.0,
     parallel_units: RealScalarLike = 0.0,
@@ -299,6 +305,7 @@ def make_chip(
         hop_latency=f(hop_latency),
         host_step=f(host_step),
         host_per_sequence=f(host_per_sequence),
+        host_per_sequence_tp=f(host_per_sequence_tp),
         attention_half_rate_rows=f(attention_half_rate_rows),
         overlap=f(overlap),
         serial_kernels=f(serial_kernels),

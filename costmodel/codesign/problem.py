@@ -210,6 +210,7 @@ def design_chip(problem: Problem, x, design: Design | None = None) -> Chip:
         hop_latency=ref.hop_latency,
         host_step=ref.host_step,
         host_per_sequence=ref.host_per_sequence,
+        host_per_sequence_tp=ref.host_per_sequence_tp,
         # The kernel efficiencies of the system's compute die (a calibrated chip's).
         attention_efficiency=ref.attention_efficiency,
         attention_stream_efficiency=ref.attention_stream_efficiency,

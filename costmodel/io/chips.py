@@ -108,6 +108,7 @@ CHIP_SCHEMA: tuple[ChipField, ...] = (
     _top("hop_latency_us", "nonneg", 1e-6, ("hop_latency",)),
     _top("host_step_us", "nonneg", 1e-6, ("host_step",), default=0.0),
     _top("host_per_sequence_us", "nonneg", 1e-6, ("host_per_sequence",), default=0.0),
+    _top("host_per_sequence_tp_us", "nonneg", 1e-6, ("host_per_sequence_tp",), default=0.0),
     # Absent peaks derive from the 16-bit one (`_derived_peaks`): their default is None
     # here only because it is not a constant.
     _top("peak_tflops_f32", "positive", 1e12, ("peak_flops",), F32, sweep="nonneg"),
@@ -146,6 +147,7 @@ DERIVED = DERIVED_PEAKS | {"attention_half_rate_rows"}
 OMITTED_AT_ZERO = (
     "host_step_us",
     "host_per_sequence_us",
+    "host_per_sequence_tp_us",
     "attention_kv_rereads",
     "attention_heads_per_block",
     "serial_kernels",

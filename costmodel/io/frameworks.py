@@ -38,6 +38,30 @@ hide behind the device, µs (`Chip.host_step`, `Chip.host_per_sequence`): additi
 host loop); a profile with neither leaves the chip's own. Fitted on serving rows (`costmodel.validate_serving.fit_host`), not
 in the log vector."""
 
+IN_PROCESS_HOST = "host_per_sequence_in_process_us"
+"""Host time per running sequence per step of the engine called in the client's own
+process (`entry = "in-process"` rows: vLLM's `LLM.generate`, its `benchmark_throughput.py`
+and `benchmark_latency.py`, an in-process `AsyncLLMEngine`), µs: it replaces
+`host_per_sequence_us` there, which prices the engine behind its OpenAI-compatible HTTP
+server, formatting and streaming every token to every client (vLLM v0.6.0 moved that
+server to its own process and called it still short of "as efficient as offline batching
+inference": https://blog.vllm.ai/2024/09/05/perf-update.html). Absent: the served value."""
+
+TP_HOST = "host_per_sequence_tp_us"
+"""Host time per running sequence per step added when the system splits each layer over
+more than one chip (`Chip.host_per_sequence_tp`), µs: vLLM's V0 engine prepares a step's
+inputs on its driver process and broadcasts them to the other tensor-parallel workers
+(https://blog.vllm.ai/2025/01/27/v1-alpha-release.html, sections 4-5). Absent: 0."""
+
+ENGINE_HOST_FIELDS = (IN_PROCESS_HOST, TP_HOST)
+"""The host times fitted on static-batch decode rows run in-process
+(`costmodel.validate.fit_engine_host`), not in the log vector."""
+
+ENTRIES = ("server", "in-process")
+"""How a measurement row's requests reached the engine (`entry`): `server`, through its
+HTTP API server (the default); `in-process`, by calling the engine in the client's own
+process (`IN_PROCESS_HOST`)."""
+
 KV_REREADS = "attention_kv_rereads"
 """How far the framework's decode-attention kernels stream each K/V head once per query
 head of its group (`Chip.attention_kv_rereads`, in [0, 1]); absent: the chip's own. Set
@@ -97,6 +121,8 @@ class Framework:
             none), then the half-rate rows (`CHIP_HALF_RATE` when it gives none).
         host: the `HOST_FIELDS`, µs, each >= 0; None when the profile gives neither
             (the chip's own host time stands).
+        host_in_process: `IN_PROCESS_HOST`, µs, or None (the served value stands).
+        host_tp: `TP_HOST`, µs, or None (the chip's own).
         max_batch: the most sequences the engine's scheduler runs in one step (vLLM's
             `--max-num-seqs`), or None (no cap but the memory).
         fit: which fields the fit may move (the others keep the profile's values:
@@ -140,6 +166,18 @@ class Framework:
     memory_fraction: float = 1.0
     serial_kernels: float | None = None
     kv_dequant_ops: tuple[tuple[str, float], ...] = ()
+    host_in_process: float | None = None
+    host_tp: float | None = None
+
+    def host_us(self, entry: str = "server") -> tuple[float, float] | None:
+        """The profile's (`host_step`, `host_per_sequence`), µs, for requests that reach
+        the engine by `entry` (`ENTRIES`): in-process, its `IN_PROCESS_HOST` where given;
+        None without host time."""
+        if self.host is None:
+            return None
+        if entry == "in-process" and self.host_in_process is not None:
+            return (self.host[0], self.host_in_process)
+        return self.host
 
     def dequant(self, weights: str) -> float:
         """ALU instructions per weight element the profile's kernels spend unpacking the
@@ -156,6 +194,10 @@ class Framework:
         None for a host field of a profile with no host time)."""
         if field in HOST_FIELDS:
             return None if self.host is None else self.host[HOST_FIELDS.index(field)]
+        if field == IN_PROCESS_HOST:
+            return self.host_in_process
+        if field == TP_HOST:
+            return self.host_tp
         return self.multipliers[PROFILE_FIELDS.index(field)]
 
 
@@ -204,7 +246,7 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
                 HEADS_PER_BLOCK: "count",
                 SERIAL_KERNELS: "unit",
                 MEMORY_FRACTION: "fraction",
-                **{k: "nonneg" for k in HOST_FIELDS},
+                **{k: "nonneg" for k in HOST_FIELDS + ENGINE_HOST_FIELDS},
             },
             strings=("source", "base", "description"),
             tables=("fit", "fitted_on", "chips", "carried", DEQUANT, KV_DEQUANT),
@@ -215,20 +257,19 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise InputError(f"{where}: field {key!r} = {value!r}: expected a list of strings")
             lists[key] = tuple(value)
+        fields = PROFILE_FIELDS + HOST_FIELDS + ENGINE_HOST_FIELDS
         for key in lists["fit"]:
-            if key not in PROFILE_FIELDS + HOST_FIELDS:
-                raise InputError(
-                    f"{where}: field 'fit' has {key!r}: expected names from {list(PROFILE_FIELDS + HOST_FIELDS)}"
-                )
+            if key not in fields:
+                raise InputError(f"{where}: field 'fit' has {key!r}: expected names from {list(fields)}")
         if not t.get("source"):
             raise InputError(f"{where}: missing field 'source' (how the profile was obtained)")
         carried = t.get("carried", {})
         if not isinstance(carried, dict) or not all(isinstance(v, str) for v in carried.values()):
             raise InputError(f"{where}: field 'carried' = {carried!r}: expected a table of field = \"profile\"")
         for key in carried:
-            if key not in PROFILE_FIELDS + HOST_FIELDS or key in lists["fit"]:
+            if key not in fields or key in lists["fit"]:
                 raise InputError(
-                    f"{where}: field 'carried' has {key!r}: expected a field of {list(PROFILE_FIELDS + HOST_FIELDS)} "
+                    f"{where}: field 'carried' has {key!r}: expected a field of {list(fields)} "
                     "that the profile does not fit itself"
                 )
         dequant, kv_dequant = (_instruction_table(t, key, where) for key in (DEQUANT, KV_DEQUANT))
@@ -253,6 +294,8 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
             kv_dequant_ops=kv_dequant,
             memory_fraction=t.get(MEMORY_FRACTION, 1.0),
             serial_kernels=t.get(SERIAL_KERNELS),
+            host_in_process=t.get(IN_PROCESS_HOST),
+            host_tp=t.get(TP_HOST),
         )
     for f in out.values():
         if f.base is not None and f.base not in out:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .errors import InputError
 from .files import data_dir, row_tables
+from .frameworks import ENTRIES
 from .scenarios import make_scenario
 from .schema import check_table
 
@@ -47,6 +48,7 @@ class Row:
     conditions: str
     reason: str
     blind: str = ""
+    entry: str = "server"
 
 
 def measurements_path() -> Path:
@@ -97,6 +99,7 @@ def load_rows(path: Path | str | None = None) -> list[Row]:
                 "conditions",
                 "reason",
                 "blind",
+                "entry",
             ),
         )
         for key in ("id", "group", "status", "chip", "framework", "model", "metric", "source", "conditions"):
@@ -106,7 +109,8 @@ def load_rows(path: Path | str | None = None) -> list[Row]:
         if t["id"] in seen:
             raise InputError(f"{where}: field 'id' = {t['id']!r}: expected a unique id")
         seen.add(t["id"])
-        for key, allowed in (("group", GROUPS), ("status", STATUSES), ("metric", METRICS)):
+        t.setdefault("entry", "server")
+        for key, allowed in (("group", GROUPS), ("status", STATUSES), ("metric", METRICS), ("entry", ENTRIES)):
             if t[key] not in allowed:
                 raise InputError(f"{where}: field {key!r} = {t[key]!r}: expected one of {list(allowed)}")
         if t.get("blind") and t["status"] != "test":
@@ -148,6 +152,7 @@ def load_rows(path: Path | str | None = None) -> list[Row]:
                 conditions=t["conditions"],
                 reason=t.get("reason", ""),
                 blind=t.get("blind", ""),
+                entry=t["entry"],
             )
         )
     return out

@@ -1,0 +1,176 @@
+"""The host time of an engine called in-process, and what a tensor-parallel step adds to it
+(`Chip.host_per_sequence_tp`; `data/frameworks.toml`'s `host_per_sequence_in_process_us` and
+`host_per_sequence_tp_us`; rows' `entry`)."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import costmodel as cm
+import costmodel.validate as v
+from costmodel._core.channels import host_seconds
+from costmodel.evaluation import apply_framework
+from costmodel.io import InputError, chip_info, chip_presets
+from costmodel.io.files import data_dir
+from costmodel.io.frameworks import ENGINE_HOST_FIELDS, load_frameworks
+
+
+def _chip(**fields):
+    return cm.chip_preset("h100-sxm").replace(host_step=1e-3, host_per_sequence=20e-6, **fields)
+
+
+def test_host_seconds_adds_the_tensor_parallel_term_only_on_more_than_one_chip():
+    chip = _chip(host_per_sequence_tp=50e-6)
+    assert float(host_seconds(64.0, chip)) == pytest.approx(1e-3 + 64 * 20e-6)
+    for tp in (2.0, 4.0, 8.0):  # one broadcast to all the workers, whatever their number
+        assert float(host_seconds(64.0, chip.replace(tensor_parallel=tp))) == pytest.approx(1e-3 + 64 * 70e-6)
+    # absent (0, every preset's): the host time as before, on any layout
+    for tp in (1.0, 8.0):
+        bare = _chip().replace(tensor_parallel=tp)
+        assert float(host_seconds(64.0, bare)) == pytest.approx(1e-3 + 64 * 20e-6)
+    for name in chip_presets():
+        assert float(cm.chip_preset(name).host_per_sequence_tp) == 0.0, name
+
+
+def test_the_tensor_parallel_term_is_differentiable_and_never_speeds_a_step():
+    jax.config.update("jax_enable_x64", True)
+    try:
+        w = cm.Workload(cm.model_preset("llama-3-8b"), cm.make_scenario(batch=32, context=1024))
+        chip = _chip(host_per_sequence_tp=50e-6).replace(tensor_parallel=2.0)
+        placement = cm.policy_placement("dram", cm.lower_traffic(w), chip)
+
+        def step(x):
+            return cm.decode_cost(w, chip.replace(host_per_sequence_tp=x), placement).seconds_per_step
+
+        x = jnp.asarray(50e-6, dtype=jnp.float64)
+        grad = float(jax.grad(step)(x))
+        h = 1e-9
+        fd = (float(step(x + h)) - float(step(x - h))) / (2 * h)
+        assert grad == pytest.approx(32.0) and grad == pytest.approx(fd, rel=1e-6)
+        steps = [float(step(jnp.asarray(v, dtype=jnp.float64))) for v in (0.0, 1e-5, 1e-4)]
+        assert steps == sorted(steps) and steps[0] < steps[-1]
+    finally:
+        jax.config.update("jax_enable_x64", False)
+
+
+def test_the_profile_prices_an_in_process_engine_apart():
+    frameworks = load_frameworks()
+    f = frameworks["vllm-0.6"]
+    assert set(ENGINE_HOST_FIELDS) <= set(f.fit)
+    assert f.host_us("server") == f.host and f.host_us("in-process") == (f.host[0], f.host_in_process)
+    info = chip_info("h100-sxm")
+    served = apply_framework(info, "vllm-0.6").chip
+    local = apply_framework(info, "vllm-0.6", entry="in-process").chip
+    assert float(served.host_per_sequence) == pytest.approx(f.host[1] * 1e-6)
+    assert float(local.host_per_sequence) == pytest.approx(f.host_in_process * 1e-6)
+    assert float(served.host_step) == float(local.host_step) == pytest.approx(f.host[0] * 1e-6)
+    for chip in (served, local):
+        assert float(chip.host_per_sequence_tp) == pytest.approx(f.host_tp * 1e-6)
+    # a profile without the fields: both entries price the same
+    for name in ("sglang", "nim", "gpt-fast", "native"):
+        g = frameworks[name]
+        assert g.host_in_process is None and g.host_tp is None
+        assert g.host_us("in-process") == g.host_us("server")
+    # the same engine's variants carry the fitted values (the loader checks the copy)
+    for name in ("vllm-0.6-rocm", "vllm-0.5"):
+        g = frameworks[name]
+        assert (g.host_in_process, g.host_tp) == (f.host_in_process, f.host_tp), name
+        assert {k for k, _ in g.carried} >= set(ENGINE_HOST_FIELDS), name
+
+
+def test_evaluate_takes_the_entry_and_refuses_an_unknown_one():
+    kw = dict(batch=64, context=256, framework="vllm-0.6")
+    served = cm.evaluate("llama-3-8b", "h100-sxm", **kw)
+    local = cm.evaluate("llama-3-8b", "h100-sxm", entry="in-process", **kw)
+    assert float(local.cost.seconds_per_step) < float(served.cost.seconds_per_step)
+    f = load_frameworks()["vllm-0.6"]
+    saved = 64 * (f.host[1] - f.host_in_process) * 1e-6
+    assert float(served.cost.seconds_per_step - local.cost.seconds_per_step) == pytest.approx(saved, rel=1e-4)
+    for kwargs in (dict(framework="vllm-0.6"), {}):
+        with pytest.raises(InputError, match="entry = 'http'"):
+            cm.evaluate("llama-3-8b", "h100-sxm", entry="http", **kwargs)
+
+
+def test_the_fit_reproduces_the_file_and_its_two_rows():
+    rows = {r.id: r for r in v.load_rows()}
+    f = load_frameworks()["vllm-0.6"]
+    decode = [rows[i] for i in f.fitted_on if i in rows]
+    one = next(r for r in decode if r.tensor_parallel == 1)
+    many = next(r for r in decode if r.tensor_parallel > 1)
+    assert one.status == many.status == "fit" and one.entry == many.entry == "in-process"
+    seq, tp = v.fit_engine_host(one, many, f)
+    assert (round(seq, 3), round(tp, 3)) == (f.host_in_process, f.host_tp)
+    for r in v.evaluate_rows([one, many]):
+        assert r.predicted == pytest.approx(r.row.value, rel=2e-5)
+    # the fit needs an in-process row on one chip, then one on more than one
+    with pytest.raises(InputError, match="expected an in-process row on one chip"):
+        v.fit_engine_host(many, one, f)
+    with pytest.raises(InputError, match="entry = 'server'"):
+        v.fit_engine_host(dataclasses.replace(one, entry="server"), many, f)
+
+
+def test_in_process_rows_are_the_engines_own_runs():
+    """Every in-process row of either table runs a vLLM V0 engine (the only profiles that
+    price it apart), and every vLLM 0.6 row of the decode table is one."""
+    import costmodel.validate_serving as vs
+
+    decode = v.load_rows()
+    serving = vs.load_serving_rows()
+    v0 = ("vllm-0.6", "vllm-0.5")
+    assert all(r.framework in v0 for r in [*decode, *serving] if r.entry == "in-process")
+    assert all(r.entry == "in-process" for r in decode if r.framework == "vllm-0.6")
+    assert sum(r.entry == "in-process" for r in serving) == 76
+
+
+@pytest.mark.parametrize(
+    ("table", "text", "match"),
+    [
+        ("rows", 'entry = "offline"\n', "field 'entry' = 'offline': expected one of"),
+        ("frameworks", "host_per_sequence_tp_us = -1.0\n", "field 'host_per_sequence_tp_us' = -1.0: expected"),
+        ("frameworks", 'host_per_sequence_in_process_us = "fast"\n', "field 'host_per_sequence_in_process_us'"),
+    ],
+)
+def test_bad_fields_are_refused_in_one_line(tmp_path, table, text, match):
+    if table == "rows":
+        shipped = (data_dir() / "measurements" / "measurements.toml").read_text()
+        i = shipped.index('id = "gptfast-a100-llama2-7b-bf16-tp1"\n')
+        path = tmp_path / "m.toml"
+        path.write_text(shipped[:i] + text + shipped[i:])
+        with pytest.raises(InputError, match=match):
+            v.load_rows(path)
+    else:
+        shipped = (data_dir() / "frameworks.toml").read_text()
+        i = shipped.index("[frameworks.sglang]")
+        profile = (
+            "[frameworks.x]\nmemory_efficiency = 1.0\ncompute_efficiency = 1.0\nkernel_overhead = 1.0\n"
+            'link_latency = 1.0\nfit = []\nfitted_on = []\nsource = "test"\n' + text + "\n"
+        )
+        path = tmp_path / "f.toml"
+        path.write_text(shipped[:i] + profile + shipped[i:])
+        with pytest.raises(InputError, match=match):
+            load_frameworks(path)
+
+
+def test_the_two_fields_move_only_their_rows():
+    """Without them (the model before), every served one-chip row prices the same; an
+    in-process row or a tensor-parallel row of the V0 profiles moves."""
+    frameworks = load_frameworks()
+    bare = {
+        k: dataclasses.replace(
+            f,
+            host_in_process=None,
+            host_tp=None,
+            carried=tuple(c for c in f.carried if c[0] not in ENGINE_HOST_FIELDS),
+        )
+        for k, f in frameworks.items()
+    }
+    all_rows = v.load_rows()
+    rows = [r for r in all_rows if r.framework == "vllm-0.6"] + [r for r in all_rows if r.framework == "gpt-fast"][:6]
+    for now, before in zip(v.evaluate_rows(rows, frameworks), v.evaluate_rows(rows, bare)):
+        moved = now.framework in ("vllm-0.6", "vllm-0.6-rocm") and (
+            now.row.entry == "in-process" or now.tensor_parallel > 1
+        )
+        assert (not np.isclose(now.predicted, before.predicted, rtol=1e-9)) == moved, now.row.id
