@@ -174,3 +174,19 @@ def test_the_two_fields_move_only_their_rows():
             now.row.entry == "in-process" or now.tensor_parallel > 1
         )
         assert (not np.isclose(now.predicted, before.predicted, rtol=1e-9)) == moved, now.row.id
+
+
+def test_cli_evaluate_takes_the_entry(capsys):
+    import json
+
+    from costmodel.cli import main
+
+    base = ["evaluate", "--model", "llama-3-8b", "--chip", "h100-sxm", "--framework", "vllm-0.6"]
+    base += ["--batch", "64", "--context", "256", "--json"]
+    steps = {}
+    for entry in ("server", "in-process"):
+        assert main([*base, "--entry", entry]) == 0
+        steps[entry] = json.loads(capsys.readouterr().out)["seconds_per_step"]
+    assert steps["in-process"] < steps["server"]
+    assert main([*base, "--entry", "offline"]) == 2
+    assert "argument --entry: invalid choice: 'offline'" in capsys.readouterr().err

@@ -152,6 +152,19 @@ def micro_batches_arg(text: str) -> float | str:
     return value
 
 
+def add_entry_arg(p: argparse.ArgumentParser) -> None:
+    """`--entry`: how requests reach the framework's engine (`costmodel.io.frameworks.ENTRIES`)."""
+    from ..io.frameworks import ENTRIES
+
+    p.add_argument(
+        "--entry",
+        default="server",
+        choices=ENTRIES,
+        help="how requests reach the --framework's engine: through its HTTP API server (default) or "
+        "in-process (vLLM's LLM.generate: a profile may price its host time apart)",
+    )
+
+
 def add_scenario_args(p: argparse.ArgumentParser) -> None:
     """`--batch`, `--context`, `--prefix`, `--weights`, `--kv` and `--profile`: one decode
     scenario and the access profile of its KV history."""
