@@ -41,7 +41,7 @@ Terms:
   classes. Off: the cache used as stored. "qserve as native": its rows under the
   identity profile, as the eleventh blind check scored them (no re-reads, no unpacking,
   the whole step overlapped).
-- **vLLM V0's host time by entry and layout** (`Framework.host_in_process`,
+- **vLLM V0's host time by entry and layout** (`Framework.host_offline`,
   `Chip.host_per_sequence_tp`, fitted in closed form on two rows: `costmodel.validate.fit_engine_host`):
   an engine called in-process has its own host time per sequence (27.7 µs against the
   served 167 µs), and a step on more than one tensor-parallel chip adds 55.5 µs per sequence.
@@ -109,11 +109,11 @@ def _kv_dequant_off(frameworks):
 def _engine_host_off(frameworks, in_process=True, tp=True):
     out = {}
     for k, f in frameworks.items():
-        drop = {"host_per_sequence_in_process_us"} if in_process else set()
+        drop = {"host_per_sequence_offline_us"} if in_process else set()
         drop |= {"host_per_sequence_tp_us"} if tp else set()
         out[k] = dataclasses.replace(
             f,
-            host_in_process=None if in_process else f.host_in_process,
+            host_offline=None if in_process else f.host_offline,
             host_tp=None if tp else f.host_tp,
             fit=tuple(x for x in f.fit if x not in drop),
             carried=tuple(c for c in f.carried if c[0] not in drop),

@@ -28,9 +28,7 @@ def main() -> None:
             one = next(r for r in rows_of if r.tensor_parallel == 1)
             many = next(r for r in rows_of if (r.tensor_parallel or 1) > 1)
             seq, tp = v.fit_engine_host(one, many, f)
-            print(
-                f"[frameworks.{name!r}] host_per_sequence_in_process_us = {seq:.5g}, host_per_sequence_tp_us = {tp:.5g}"
-            )
+            print(f"[frameworks.{name!r}] host_per_sequence_offline_us = {seq:.5g}, host_per_sequence_tp_us = {tp:.5g}")
     groq = v.fit_serial_latency(by_id[v.SERIAL_LATENCY_FITS["groq-lpu"][0]], "kernel_overhead")
     ovh = v.fit_serial_latency(by_id[v.SERIAL_LATENCY_FITS["cerebras-wse3"][0]], "kernel_overhead")
     print(f"groq-lpu kernel_overhead_us = {groq * 1e6:.4g}")

@@ -25,7 +25,7 @@ from ._core.workload import AccessProfile, Model, Workload
 from .io import ChipInfo, InputError, chip_info, load_model, make_scenario
 from .io.frameworks import (
     CHIP_HALF_RATE,
-    ENTRIES,
+    INFERENCE_MODES,
     PROFILE_FIELDS,
     PROFILE_HALF_RATE_FLOOR,
     UNBOUNDED_IN_FLIGHT_KB,
@@ -335,7 +335,7 @@ def evaluate(
     pipeline_parallel: int | None = None,
     profile: str | AccessProfile = "dense",
     micro_batches: float | str = 1,
-    entry: str = "server",
+    inference: str = "online",
 ) -> Evaluation:
     """Evaluates one decode step of a model on a chip preset, placed as that system does.
 
@@ -359,11 +359,11 @@ def evaluate(
         micro_batches: groups the batch is split into, in flight at once through a
             pipeline-parallel system (`Scenario.micro_batches`), or "auto": one per
             pipeline stage (at most one per sequence), so every stage is busy.
-        entry: how requests reach the framework's engine (`costmodel.io.frameworks.ENTRIES`):
-            "server", through its HTTP API server, or "in-process", the engine called
-            in the client's own process (vLLM's `LLM.generate`), which prices its
-            host time per sequence without the server's streaming where the profile
-            gives one.
+        inference: how the framework's engine runs (`costmodel.io.frameworks.INFERENCE_MODES`):
+            "online", serving requests and streaming each token as it is generated, or
+            "offline", the whole batch run in the client's process (vLLM's
+            `LLM.generate`), which prices its host time per sequence without the
+            streaming where the profile gives one.
 
     Returns:
         An `Evaluation`; `.cost` holds the figures.
@@ -379,9 +379,9 @@ def evaluate(
     if placement is not None:
         info = dataclasses.replace(info, placement=placement)
     if framework is not None:
-        info = apply_framework(info, framework, entry=entry)
-    elif entry not in ENTRIES:
-        raise InputError(f"entry = {entry!r}: expected one of {list(ENTRIES)}")
+        info = apply_framework(info, framework, inference=inference)
+    elif inference not in INFERENCE_MODES:
+        raise InputError(f"inference = {inference!r}: expected one of {list(INFERENCE_MODES)}")
     if micro_batches != "auto" and not isinstance(micro_batches, (int, float)) or isinstance(micro_batches, bool):
         raise InputError(f"micro_batches = {micro_batches!r}: expected a number >= 1 or 'auto'")
     groups = 1 if micro_batches == "auto" else micro_batches
@@ -500,17 +500,17 @@ def apply_host(chip: Chip, host_us) -> Chip:
     return eqx.tree_at(lambda c: (c.host_step, c.host_per_sequence), chip, (host[0], host[1]))
 
 
-def apply_profile_fields(chip: Chip, f: Framework, entry: str = "server") -> Chip:
+def apply_profile_fields(chip: Chip, f: Framework, inference: str = "online") -> Chip:
     """A chip with the fields of a profile that are not in its log vector, where the
-    profile gives them: its host time for requests that reach the engine by `entry`
-    (`apply_host`, `Framework.host_us`; `costmodel.io.frameworks.ENTRIES`) and the host
+    profile gives them: its host time for an engine run as `inference` says
+    (`apply_host`, `Framework.host_us`; `costmodel.io.frameworks.INFERENCE_MODES`) and the host
     time a tensor-parallel step adds (`Chip.host_per_sequence_tp`), its attention kernels' K/V
     re-reads (`Chip.attention_kv_rereads`, `Chip.attention_heads_per_block`), whether it runs
     a layer's kernels in sequence (`Chip.serial_kernels`) and the share of the DRAM it allocates
     (`Framework.memory_fraction`: the DRAM tier's capacity scaled by it)."""
-    if entry not in ENTRIES:
-        raise InputError(f"entry = {entry!r}: expected one of {list(ENTRIES)}")
-    host = f.host_us(entry)
+    if inference not in INFERENCE_MODES:
+        raise InputError(f"inference = {inference!r}: expected one of {list(INFERENCE_MODES)}")
+    host = f.host_us(inference)
     if host is not None:
         chip = apply_host(chip, host)
     if f.host_tp is not None:
@@ -534,7 +534,7 @@ def allocate_dram(chip: Chip, capacity, fraction: float) -> Chip:
 
 
 def apply_framework(
-    info: ChipInfo, framework: str, frameworks: dict[str, Framework] | None = None, entry: str = "server"
+    info: ChipInfo, framework: str, frameworks: dict[str, Framework] | None = None, inference: str = "online"
 ) -> ChipInfo:
     """A `ChipInfo` whose chip has the framework profile applied (for `evaluate`): its
     multipliers, kernel concurrency and GEMMs' half-rate rows (`apply_multipliers`), its host time
@@ -543,11 +543,11 @@ def apply_framework(
     runs a layer's kernels in sequence (`Chip.serial_kernels`), and its
     scheduler's batch cap (`ChipInfo.max_batch`, for `serve`), and its kernels' instructions to
     unpack quantised weights and K/V (`ChipInfo.dequant_ops`, `ChipInfo.kv_dequant_ops`). `frameworks`: the profiles to
-    take it from (default data/frameworks.toml); `entry`: how requests reach the engine
-    (`costmodel.io.frameworks.ENTRIES`: its HTTP server, or called in-process)."""
+    take it from (default data/frameworks.toml); `inference`: how the engine runs
+    (`costmodel.io.frameworks.INFERENCE_MODES`: online, streaming its tokens, or offline)."""
     f = resolve_framework(framework, info.name, frameworks)
     logm = jnp.log(jnp.asarray(f.multipliers, dtype=float))
-    chip = apply_profile_fields(apply_multipliers(info.chip, logm), f, entry)
+    chip = apply_profile_fields(apply_multipliers(info.chip, logm), f, inference)
     caps = [c for c in (info.max_batch, f.max_batch) if c is not None]
     cap = min(caps) if caps else None
     label = f"{info.label or info.name} ({f.name})"

@@ -175,7 +175,7 @@ def prepare(
 def with_profile_fields(prepared: Prepared, f: Framework, row: Row) -> Prepared:
     """A prepared row with the fields of profile `f` outside its log vector: on the chip
     (`apply_profile_fields`) and on the decode step's weights and K/V (`apply_dequant`)."""
-    chip = apply_profile_fields(prepared.chip, f, row.entry)
+    chip = apply_profile_fields(prepared.chip, f, row.inference)
     workload = apply_dequant(prepared.workload, f, row.weights, row.kv)
     return eqx.tree_at(lambda p: (p.chip, p.workload), prepared, (chip, workload))
 
@@ -413,21 +413,21 @@ def fitted_on_serving_rows(f: Framework, decode_rows: dict[str, Row]) -> bool:
     return all(i in serving for i in f.fitted_on)
 
 
-def fit_engine_host(in_process: Row, tensor_parallel: Row, profile: Framework) -> tuple[float, float]:
-    """Closed-form host times of an engine called in-process (`Framework.host_in_process`,
+def fit_engine_host(offline: Row, tensor_parallel: Row, profile: Framework) -> tuple[float, float]:
+    """Closed-form host times of an engine run offline (`Framework.host_offline`,
     `Framework.host_tp`, µs per sequence per step) that make two rows' predictions exact.
 
     A step's host time is linear in both: `t = t0 + steps x batch x x` with `t0` the
-    time with none (prefill included). `in_process`, a one-chip row run in-process,
-    gives the per-sequence time; `tensor_parallel`, an in-process row on more than one
+    time with none (prefill included). `offline`, a one-chip row run offline, gives
+    the per-sequence time; `tensor_parallel`, an offline row on more than one
     chip, gives what a tensor-parallel step adds to it. Every other field of `profile`
     applies as it is (its host time per step among them).
     """
-    for row, one_chip in ((in_process, True), (tensor_parallel, False)):
-        if row.entry != "in-process" or (row.tensor_parallel == 1) != one_chip or row.pipeline_parallel != 1:
+    for row, one_chip in ((offline, True), (tensor_parallel, False)):
+        if row.inference != "offline" or (row.tensor_parallel == 1) != one_chip or row.pipeline_parallel != 1:
             raise InputError(
-                f"row {row.id}: entry = {row.entry!r}, tensor_parallel = {row.tensor_parallel}, pipeline_parallel = "
-                f"{row.pipeline_parallel}: expected an in-process row on {'one chip' if one_chip else 'more than one'}"
+                f"row {row.id}: inference = {row.inference!r}, tensor_parallel = {row.tensor_parallel}, pipeline_parallel = "
+                f"{row.pipeline_parallel}: expected an offline row on {'one chip' if one_chip else 'more than one'}"
                 ", one pipeline stage"
             )
     logm = jnp.log(jnp.asarray(profile.multipliers, dtype=float))
@@ -438,7 +438,7 @@ def fit_engine_host(in_process: Row, tensor_parallel: Row, profile: Framework) -
         t0 = float(prepared.numerator) / float(predict(prepared, logm))
         return (float(prepared.numerator) / row.value - t0) / (float(prepared.steps) * row.batch)
 
-    seq = per_sequence(in_process, {"host_per_sequence": 0.0, "host_per_sequence_tp": 0.0})
+    seq = per_sequence(offline, {"host_per_sequence": 0.0, "host_per_sequence_tp": 0.0})
     tp = per_sequence(tensor_parallel, {"host_per_sequence": seq, "host_per_sequence_tp": 0.0})
     return seq * 1e6, tp * 1e6
 

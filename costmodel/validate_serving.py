@@ -67,7 +67,7 @@ import numpy as np
 
 from .io import InputError
 from .io.files import row_tables
-from .io.frameworks import ENTRIES
+from .io.frameworks import INFERENCE_MODES
 from .io.measurements import serving_table_path
 from .io.schema import check_table
 
@@ -136,7 +136,7 @@ class ServingRow:
     tpot_statistic: str = "mean"
     max_batch: int | None = None
     memory_fraction: float | None = None
-    entry: str = "server"
+    inference: str = "online"
 
     @property
     def waves(self) -> bool:
@@ -200,7 +200,7 @@ def load_serving_rows(
                 "arrival",
                 "output_lengths",
                 "tpot_statistic",
-                "entry",
+                "inference",
             ),
         )
         for key in ("id", "status", "chip", "framework", "model", "weights", "kv", "source"):
@@ -220,7 +220,7 @@ def load_serving_rows(
             ("arrival", ARRIVALS),
             ("output_lengths", OUTPUT_LENGTHS),
             ("tpot_statistic", TPOT_STATISTICS),
-            ("entry", ENTRIES),
+            ("inference", INFERENCE_MODES),
         )
         for key, allowed in checks:
             if key in t and t[key] not in allowed:
@@ -298,7 +298,7 @@ def load_serving_rows(
                 tpot_statistic=t.get("tpot_statistic", "mean"),
                 max_batch=int(t["max_batch"]) if "max_batch" in t else None,
                 memory_fraction=t.get("memory_fraction"),
-                entry=t.get("entry", "server"),
+                inference=t.get("inference", "online"),
             )
         )
     return out
@@ -351,7 +351,7 @@ def _row_chip(
     info = chip_info(row.chip)
     bare = info.chip.tiers.capacity
     if row.framework != "native":
-        info = apply_framework(info, row.framework, frameworks, entry=row.entry)
+        info = apply_framework(info, row.framework, frameworks, inference=row.inference)
     if row.max_batch is not None:
         info = dataclasses.replace(info, max_batch=row.max_batch)
     if row.memory_fraction is not None:  # of the chip's own DRAM, not the profile's share of it

@@ -1,6 +1,6 @@
-"""The host time of an engine called in-process, and what a tensor-parallel step adds to it
-(`Chip.host_per_sequence_tp`; `data/frameworks.toml`'s `host_per_sequence_in_process_us` and
-`host_per_sequence_tp_us`; rows' `entry`)."""
+"""The host time of an engine run offline, and what a tensor-parallel step adds to it
+(`Chip.host_per_sequence_tp`; `data/frameworks.toml`'s `host_per_sequence_offline_us` and
+`host_per_sequence_tp_us`; rows' `inference`)."""
 
 import dataclasses
 
@@ -60,38 +60,38 @@ def test_the_profile_prices_an_in_process_engine_apart():
     frameworks = load_frameworks()
     f = frameworks["vllm-0.6"]
     assert set(ENGINE_HOST_FIELDS) <= set(f.fit)
-    assert f.host_us("server") == f.host and f.host_us("in-process") == (f.host[0], f.host_in_process)
+    assert f.host_us("online") == f.host and f.host_us("offline") == (f.host[0], f.host_offline)
     info = chip_info("h100-sxm")
     served = apply_framework(info, "vllm-0.6").chip
-    local = apply_framework(info, "vllm-0.6", entry="in-process").chip
+    local = apply_framework(info, "vllm-0.6", inference="offline").chip
     assert float(served.host_per_sequence) == pytest.approx(f.host[1] * 1e-6)
-    assert float(local.host_per_sequence) == pytest.approx(f.host_in_process * 1e-6)
+    assert float(local.host_per_sequence) == pytest.approx(f.host_offline * 1e-6)
     assert float(served.host_step) == float(local.host_step) == pytest.approx(f.host[0] * 1e-6)
     for chip in (served, local):
         assert float(chip.host_per_sequence_tp) == pytest.approx(f.host_tp * 1e-6)
     # a profile without the fields: both entries price the same
     for name in ("sglang", "nim", "gpt-fast", "native"):
         g = frameworks[name]
-        assert g.host_in_process is None and g.host_tp is None
-        assert g.host_us("in-process") == g.host_us("server")
+        assert g.host_offline is None and g.host_tp is None
+        assert g.host_us("offline") == g.host_us("online")
     # the same engine's variants carry the fitted values (the loader checks the copy)
     for name in ("vllm-0.6-rocm", "vllm-0.5"):
         g = frameworks[name]
-        assert (g.host_in_process, g.host_tp) == (f.host_in_process, f.host_tp), name
+        assert (g.host_offline, g.host_tp) == (f.host_offline, f.host_tp), name
         assert {k for k, _ in g.carried} >= set(ENGINE_HOST_FIELDS), name
 
 
 def test_evaluate_takes_the_entry_and_refuses_an_unknown_one():
     kw = dict(batch=64, context=256, framework="vllm-0.6")
     served = cm.evaluate("llama-3-8b", "h100-sxm", **kw)
-    local = cm.evaluate("llama-3-8b", "h100-sxm", entry="in-process", **kw)
+    local = cm.evaluate("llama-3-8b", "h100-sxm", inference="offline", **kw)
     assert float(local.cost.seconds_per_step) < float(served.cost.seconds_per_step)
     f = load_frameworks()["vllm-0.6"]
-    saved = 64 * (f.host[1] - f.host_in_process) * 1e-6
+    saved = 64 * (f.host[1] - f.host_offline) * 1e-6
     assert float(served.cost.seconds_per_step - local.cost.seconds_per_step) == pytest.approx(saved, rel=1e-4)
     for kwargs in (dict(framework="vllm-0.6"), {}):
-        with pytest.raises(InputError, match="entry = 'http'"):
-            cm.evaluate("llama-3-8b", "h100-sxm", entry="http", **kwargs)
+        with pytest.raises(InputError, match="inference = 'http'"):
+            cm.evaluate("llama-3-8b", "h100-sxm", inference="http", **kwargs)
 
 
 def test_the_fit_reproduces_the_file_and_its_two_rows():
@@ -100,37 +100,37 @@ def test_the_fit_reproduces_the_file_and_its_two_rows():
     decode = [rows[i] for i in f.fitted_on if i in rows]
     one = next(r for r in decode if r.tensor_parallel == 1)
     many = next(r for r in decode if r.tensor_parallel > 1)
-    assert one.status == many.status == "fit" and one.entry == many.entry == "in-process"
+    assert one.status == many.status == "fit" and one.inference == many.inference == "offline"
     seq, tp = v.fit_engine_host(one, many, f)
-    assert (round(seq, 3), round(tp, 3)) == (f.host_in_process, f.host_tp)
+    assert (round(seq, 3), round(tp, 3)) == (f.host_offline, f.host_tp)
     for r in v.evaluate_rows([one, many]):
         assert r.predicted == pytest.approx(r.row.value, rel=2e-5)
-    # the fit needs an in-process row on one chip, then one on more than one
-    with pytest.raises(InputError, match="expected an in-process row on one chip"):
+    # the fit needs an offline row on one chip, then one on more than one
+    with pytest.raises(InputError, match="expected an offline row on one chip"):
         v.fit_engine_host(many, one, f)
-    with pytest.raises(InputError, match="entry = 'server'"):
-        v.fit_engine_host(dataclasses.replace(one, entry="server"), many, f)
+    with pytest.raises(InputError, match="inference = 'online'"):
+        v.fit_engine_host(dataclasses.replace(one, inference="online"), many, f)
 
 
 def test_in_process_rows_are_the_engines_own_runs():
-    """Every in-process row of either table runs a vLLM V0 engine (the only profiles that
+    """Every offline row of either table runs a vLLM V0 engine (the only profiles that
     price it apart), and every vLLM 0.6 row of the decode table is one."""
     import costmodel.validate_serving as vs
 
     decode = v.load_rows()
     serving = vs.load_serving_rows()
     v0 = ("vllm-0.6", "vllm-0.5")
-    assert all(r.framework in v0 for r in [*decode, *serving] if r.entry == "in-process")
-    assert all(r.entry == "in-process" for r in decode if r.framework == "vllm-0.6")
-    assert sum(r.entry == "in-process" for r in serving) == 76
+    assert all(r.framework in v0 for r in [*decode, *serving] if r.inference == "offline")
+    assert all(r.inference == "offline" for r in decode if r.framework == "vllm-0.6")
+    assert sum(r.inference == "offline" for r in serving) == 61
 
 
 @pytest.mark.parametrize(
     ("table", "text", "match"),
     [
-        ("rows", 'entry = "offline"\n', "field 'entry' = 'offline': expected one of"),
+        ("rows", 'inference = "batch"\n', "field 'inference' = 'batch': expected one of"),
         ("frameworks", "host_per_sequence_tp_us = -1.0\n", "field 'host_per_sequence_tp_us' = -1.0: expected"),
-        ("frameworks", 'host_per_sequence_in_process_us = "fast"\n', "field 'host_per_sequence_in_process_us'"),
+        ("frameworks", 'host_per_sequence_offline_us = "fast"\n', "field 'host_per_sequence_offline_us'"),
     ],
 )
 def test_bad_fields_are_refused_in_one_line(tmp_path, table, text, match):
@@ -156,12 +156,12 @@ def test_bad_fields_are_refused_in_one_line(tmp_path, table, text, match):
 
 def test_the_two_fields_move_only_their_rows():
     """Without them (the model before), every served one-chip row prices the same; an
-    in-process row or a tensor-parallel row of the V0 profiles moves."""
+    offline row or a tensor-parallel row of the V0 profiles moves."""
     frameworks = load_frameworks()
     bare = {
         k: dataclasses.replace(
             f,
-            host_in_process=None,
+            host_offline=None,
             host_tp=None,
             carried=tuple(c for c in f.carried if c[0] not in ENGINE_HOST_FIELDS),
         )
@@ -171,12 +171,12 @@ def test_the_two_fields_move_only_their_rows():
     rows = [r for r in all_rows if r.framework == "vllm-0.6"] + [r for r in all_rows if r.framework == "gpt-fast"][:6]
     for now, before in zip(v.evaluate_rows(rows, frameworks), v.evaluate_rows(rows, bare)):
         moved = now.framework in ("vllm-0.6", "vllm-0.6-rocm") and (
-            now.row.entry == "in-process" or now.tensor_parallel > 1
+            now.row.inference == "offline" or now.tensor_parallel > 1
         )
         assert (not np.isclose(now.predicted, before.predicted, rtol=1e-9)) == moved, now.row.id
 
 
-def test_cli_evaluate_takes_the_entry(capsys):
+def test_cli_evaluate_takes_the_inference_mode(capsys):
     import json
 
     from costmodel.cli import main
@@ -184,9 +184,9 @@ def test_cli_evaluate_takes_the_entry(capsys):
     base = ["evaluate", "--model", "llama-3-8b", "--chip", "h100-sxm", "--framework", "vllm-0.6"]
     base += ["--batch", "64", "--context", "256", "--json"]
     steps = {}
-    for entry in ("server", "in-process"):
-        assert main([*base, "--entry", entry]) == 0
-        steps[entry] = json.loads(capsys.readouterr().out)["seconds_per_step"]
-    assert steps["in-process"] < steps["server"]
-    assert main([*base, "--entry", "offline"]) == 2
-    assert "argument --entry: invalid choice: 'offline'" in capsys.readouterr().err
+    for inference in ("online", "offline"):
+        assert main([*base, "--inference", inference]) == 0
+        steps[inference] = json.loads(capsys.readouterr().out)["seconds_per_step"]
+    assert steps["offline"] < steps["online"]
+    assert main([*base, "--inference", "batch"]) == 2
+    assert "argument --inference: invalid choice: 'batch'" in capsys.readouterr().err

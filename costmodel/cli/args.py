@@ -152,16 +152,17 @@ def micro_batches_arg(text: str) -> float | str:
     return value
 
 
-def add_entry_arg(p: argparse.ArgumentParser) -> None:
-    """`--entry`: how requests reach the framework's engine (`costmodel.io.frameworks.ENTRIES`)."""
-    from ..io.frameworks import ENTRIES
+def add_inference_arg(p: argparse.ArgumentParser) -> None:
+    """`--inference`: how the framework's engine runs (`costmodel.io.frameworks.INFERENCE_MODES`)."""
+    from ..io.frameworks import INFERENCE_MODES
 
     p.add_argument(
-        "--entry",
-        default="server",
-        choices=ENTRIES,
-        help="how requests reach the --framework's engine: through its HTTP API server (default) or "
-        "in-process (vLLM's LLM.generate: a profile may price its host time apart)",
+        "--inference",
+        default="online",
+        choices=INFERENCE_MODES,
+        help="how the --framework's engine runs: online, streaming each token to its client (default), or "
+        "offline, the whole batch in the client's process (vLLM's LLM.generate: a profile may price its host "
+        "time apart)",
     )
 
 

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from .._core.placement import POLICIES
-from .args import add_entry_arg, add_model_arg, add_scenario_args, micro_batches_arg, positive_int, scenario_kwargs
+from .args import add_inference_arg, add_model_arg, add_scenario_args, micro_batches_arg, positive_int, scenario_kwargs
 
 
 def add_commands(sub) -> None:
@@ -24,7 +24,7 @@ def add_commands(sub) -> None:
         default=None,
         help="serving-framework profile of data/frameworks.toml (e.g. vllm-0.6, sglang, trt-llm-0.7, tgi, llama.cpp)",
     )
-    add_entry_arg(p)
+    add_inference_arg(p)
     add_scenario_args(p)
     p.add_argument(
         "--micro-batches",
@@ -102,7 +102,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         placement=args.placement,
         framework=args.framework,
         micro_batches=args.micro_batches,
-        entry=args.entry,
+        inference=args.inference,
     )
     record = cost_record(e.require_fit())
     record["micro_batches"] = float(e.workload.scenario.micro_batches)

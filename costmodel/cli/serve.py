@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ..io import InputError
-from .args import add_entry_arg, add_model_arg, context_mix, positive_int, positive_number
+from .args import add_inference_arg, add_model_arg, context_mix, positive_int, positive_number
 from .economics import add_economics_args
 
 
@@ -63,7 +63,7 @@ def add_commands(sub) -> None:
     p.add_argument("--kv", default="bf16", help="KV-cache format (default bf16)")
     p.add_argument("--profile", default="dense", help="KV access profile: preset id or TOML path")
     p.add_argument("--framework", default=None, help="serving-framework profile applied to the chip")
-    add_entry_arg(p)
+    add_inference_arg(p)
     p.add_argument(
         "--plot",
         default=None,
@@ -88,7 +88,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         check_output_path(args.plot, "--plot")
     info = chip_info(args.chip)
     if args.framework is not None:
-        info = apply_framework(info, args.framework, entry=args.entry)
+        info = apply_framework(info, args.framework, inference=args.inference)
     econ, _, note = economics_from_args(args, args.chip)
     mix, context = None, 4096.0 if args.context is None else args.context
     contexts = f"context {context:g}"

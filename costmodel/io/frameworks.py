@@ -38,14 +38,15 @@ hide behind the device, µs (`Chip.host_step`, `Chip.host_per_sequence`): additi
 host loop); a profile with neither leaves the chip's own. Fitted on serving rows (`costmodel.validate_serving.fit_host`), not
 in the log vector."""
 
-IN_PROCESS_HOST = "host_per_sequence_in_process_us"
-"""Host time per running sequence per step of the engine called in the client's own
-process (`entry = "in-process"` rows: vLLM's `LLM.generate`, its `benchmark_throughput.py`
-and `benchmark_latency.py`, an in-process `AsyncLLMEngine`), µs: it replaces
-`host_per_sequence_us` there, which prices the engine behind its OpenAI-compatible HTTP
-server, formatting and streaming every token to every client (vLLM v0.6.0 moved that
-server to its own process and called it still short of "as efficient as offline batching
-inference": https://blog.vllm.ai/2024/09/05/perf-update.html). Absent: the served value."""
+OFFLINE_HOST = "host_per_sequence_offline_us"
+"""Host time per running sequence per step of the engine run offline (`inference =
+"offline"` rows: vLLM's `LLM.generate`, its `benchmark_throughput.py` and
+`benchmark_latency.py`: the whole batch run in the client's process and the outputs returned
+when it ends), µs: it replaces `host_per_sequence_us` there, which prices the engine serving
+online, every token formatted and streamed to its client as it is generated (vLLM v0.6.0
+moved its HTTP API server to its own process and called it still short of "as efficient as
+offline batching inference": https://blog.vllm.ai/2024/09/05/perf-update.html). Absent: the
+online value."""
 
 TP_HOST = "host_per_sequence_tp_us"
 """Host time per running sequence per step added when the system splits each layer over
@@ -53,14 +54,15 @@ more than one chip (`Chip.host_per_sequence_tp`), µs: vLLM's V0 engine prepares
 inputs on its driver process and broadcasts them to the other tensor-parallel workers
 (https://blog.vllm.ai/2025/01/27/v1-alpha-release.html, sections 4-5). Absent: 0."""
 
-ENGINE_HOST_FIELDS = (IN_PROCESS_HOST, TP_HOST)
-"""The host times fitted on static-batch decode rows run in-process
+ENGINE_HOST_FIELDS = (OFFLINE_HOST, TP_HOST)
+"""The host times fitted on static-batch decode rows run offline
 (`costmodel.validate.fit_engine_host`), not in the log vector."""
 
-ENTRIES = ("server", "in-process")
-"""How a measurement row's requests reached the engine (`entry`): `server`, through its
-HTTP API server (the default); `in-process`, by calling the engine in the client's own
-process (`IN_PROCESS_HOST`)."""
+INFERENCE_MODES = ("online", "offline")
+"""How a measurement row's engine ran (`inference`): `online` (the default), serving requests
+and streaming each token to its client as it is generated (its HTTP API server, or an
+in-process async engine); `offline`, the whole batch run in the client's process and the
+outputs returned when it ends (vLLM's `LLM.generate`; `OFFLINE_HOST`)."""
 
 KV_REREADS = "attention_kv_rereads"
 """How far the framework's decode-attention kernels stream each K/V head once per query
@@ -121,7 +123,7 @@ class Framework:
             none), then the half-rate rows (`CHIP_HALF_RATE` when it gives none).
         host: the `HOST_FIELDS`, µs, each >= 0; None when the profile gives neither
             (the chip's own host time stands).
-        host_in_process: `IN_PROCESS_HOST`, µs, or None (the served value stands).
+        host_offline: `OFFLINE_HOST`, µs, or None (the online value stands).
         host_tp: `TP_HOST`, µs, or None (the chip's own).
         max_batch: the most sequences the engine's scheduler runs in one step (vLLM's
             `--max-num-seqs`), or None (no cap but the memory).
@@ -166,17 +168,17 @@ class Framework:
     memory_fraction: float = 1.0
     serial_kernels: float | None = None
     kv_dequant_ops: tuple[tuple[str, float], ...] = ()
-    host_in_process: float | None = None
+    host_offline: float | None = None
     host_tp: float | None = None
 
-    def host_us(self, entry: str = "server") -> tuple[float, float] | None:
-        """The profile's (`host_step`, `host_per_sequence`), µs, for requests that reach
-        the engine by `entry` (`ENTRIES`): in-process, its `IN_PROCESS_HOST` where given;
+    def host_us(self, inference: str = "online") -> tuple[float, float] | None:
+        """The profile's (`host_step`, `host_per_sequence`), µs, for an engine run as
+        `inference` says (`INFERENCE_MODES`): offline, its `OFFLINE_HOST` where given;
         None without host time."""
         if self.host is None:
             return None
-        if entry == "in-process" and self.host_in_process is not None:
-            return (self.host[0], self.host_in_process)
+        if inference == "offline" and self.host_offline is not None:
+            return (self.host[0], self.host_offline)
         return self.host
 
     def dequant(self, weights: str) -> float:
@@ -194,8 +196,8 @@ class Framework:
         None for a host field of a profile with no host time)."""
         if field in HOST_FIELDS:
             return None if self.host is None else self.host[HOST_FIELDS.index(field)]
-        if field == IN_PROCESS_HOST:
-            return self.host_in_process
+        if field == OFFLINE_HOST:
+            return self.host_offline
         if field == TP_HOST:
             return self.host_tp
         return self.multipliers[PROFILE_FIELDS.index(field)]
@@ -294,7 +296,7 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
             kv_dequant_ops=kv_dequant,
             memory_fraction=t.get(MEMORY_FRACTION, 1.0),
             serial_kernels=t.get(SERIAL_KERNELS),
-            host_in_process=t.get(IN_PROCESS_HOST),
+            host_offline=t.get(OFFLINE_HOST),
             host_tp=t.get(TP_HOST),
         )
     for f in out.values():

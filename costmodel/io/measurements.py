@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .errors import InputError
 from .files import data_dir, row_tables
-from .frameworks import ENTRIES
+from .frameworks import INFERENCE_MODES
 from .scenarios import make_scenario
 from .schema import check_table
 
@@ -48,7 +48,7 @@ class Row:
     conditions: str
     reason: str
     blind: str = ""
-    entry: str = "server"
+    inference: str = "online"
 
 
 def measurements_path() -> Path:
@@ -99,7 +99,7 @@ def load_rows(path: Path | str | None = None) -> list[Row]:
                 "conditions",
                 "reason",
                 "blind",
-                "entry",
+                "inference",
             ),
         )
         for key in ("id", "group", "status", "chip", "framework", "model", "metric", "source", "conditions"):
@@ -109,8 +109,13 @@ def load_rows(path: Path | str | None = None) -> list[Row]:
         if t["id"] in seen:
             raise InputError(f"{where}: field 'id' = {t['id']!r}: expected a unique id")
         seen.add(t["id"])
-        t.setdefault("entry", "server")
-        for key, allowed in (("group", GROUPS), ("status", STATUSES), ("metric", METRICS), ("entry", ENTRIES)):
+        t.setdefault("inference", "online")
+        for key, allowed in (
+            ("group", GROUPS),
+            ("status", STATUSES),
+            ("metric", METRICS),
+            ("inference", INFERENCE_MODES),
+        ):
             if t[key] not in allowed:
                 raise InputError(f"{where}: field {key!r} = {t[key]!r}: expected one of {list(allowed)}")
         if t.get("blind") and t["status"] != "test":
@@ -152,7 +157,7 @@ def load_rows(path: Path | str | None = None) -> list[Row]:
                 conditions=t["conditions"],
                 reason=t.get("reason", ""),
                 blind=t.get("blind", ""),
-                entry=t["entry"],
+                inference=t["inference"],
             )
         )
     return out
