@@ -43,9 +43,9 @@ Terms:
   the whole step overlapped).
 - **vLLM V0's host time by entry and layout** (`Framework.host_offline`,
   `Chip.host_per_sequence_tp`, fitted in closed form on two rows: `costmodel.validate.fit_engine_host`):
-  an engine called in-process has its own host time per sequence (27.7 µs against the
+  an engine run offline has its own host time per sequence (27.7 µs against the
   served 167 µs), and a step on more than one tensor-parallel chip adds 55.5 µs per sequence.
-  "in-process host off": those rows at the served value (the tensor-parallel term kept);
+  "offline host off": those rows at the served value (the tensor-parallel term kept);
   "TP host off": no tensor-parallel term; "engine host off": neither (the model before
   2026-12-06's fifteenth session). Not refitted: the pair is fitted together.
 """
@@ -106,14 +106,14 @@ def _kv_dequant_off(frameworks):
     return {k: dataclasses.replace(f, kv_dequant_ops=()) for k, f in frameworks.items()}
 
 
-def _engine_host_off(frameworks, in_process=True, tp=True):
+def _engine_host_off(frameworks, offline=True, tp=True):
     out = {}
     for k, f in frameworks.items():
-        drop = {"host_per_sequence_offline_us"} if in_process else set()
+        drop = {"host_per_sequence_offline_us"} if offline else set()
         drop |= {"host_per_sequence_tp_us"} if tp else set()
         out[k] = dataclasses.replace(
             f,
-            host_offline=None if in_process else f.host_offline,
+            host_offline=None if offline else f.host_offline,
             host_tp=None if tp else f.host_tp,
             fit=tuple(x for x in f.fit if x not in drop),
             carried=tuple(c for c in f.carried if c[0] not in drop),
@@ -166,8 +166,8 @@ def main() -> None:
         "dequant off": _refit(rows, _dequant_off(shipped)),
         "KV unpacking off": _refit(rows, _kv_dequant_off(shipped)),
         "qserve as native": _refit(rows, _qserve_native(shipped)),
-        "in-process host off": _refit(rows, _engine_host_off(shipped, tp=False)),
-        "TP host off": _refit(rows, _engine_host_off(shipped, in_process=False)),
+        "offline host off": _refit(rows, _engine_host_off(shipped, tp=False)),
+        "TP host off": _refit(rows, _engine_host_off(shipped, offline=False)),
         "engine host off": _refit(rows, _engine_host_off(shipped)),
         **{f"trt-llm n-half {n:g}": _refit(rows, _trt_tile(shipped, n)) for n in TRT_TILE_ROWS},
     }

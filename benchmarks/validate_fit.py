@@ -1,5 +1,5 @@
-"""Refits every framework profile on its `fitted_on` rows, the host times of an engine called
-in-process (`costmodel.validate.fit_engine_host`) and the two fitted SRAM-machine latencies,
+"""Refits every framework profile on its `fitted_on` rows, the host times of an engine run
+offline (`costmodel.validate.fit_engine_host`) and the two fitted SRAM-machine latencies,
 and prints the numbers that data/frameworks.toml and data/chips.toml carry.
 
     python benchmarks/validate_fit.py

@@ -56,7 +56,7 @@ def test_the_tensor_parallel_term_is_differentiable_and_never_speeds_a_step():
         jax.config.update("jax_enable_x64", False)
 
 
-def test_the_profile_prices_an_in_process_engine_apart():
+def test_the_profile_prices_an_offline_engine_apart():
     frameworks = load_frameworks()
     f = frameworks["vllm-0.6"]
     assert set(ENGINE_HOST_FIELDS) <= set(f.fit)
@@ -112,7 +112,7 @@ def test_the_fit_reproduces_the_file_and_its_two_rows():
         v.fit_engine_host(dataclasses.replace(one, inference="online"), many, f)
 
 
-def test_in_process_rows_are_the_engines_own_runs():
+def test_offline_rows_are_the_engines_own_runs():
     """Every offline row of either table runs a vLLM V0 engine (the only profiles that
     price it apart), and every vLLM 0.6 row of the decode table is one."""
     import costmodel.validate_serving as vs
