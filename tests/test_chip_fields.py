@@ -43,6 +43,7 @@ SWITCH_ON = {
     "hop_latency": 10e-6,
     "host_step": 1e-3,
     "host_per_sequence": 100e-6,
+    "host_per_sequence_tp": 50e-6,
     "area": 800e-6,
     "pim_energy_per_flop": 1e-12,
     "energy_per_flop": 1e-12,
