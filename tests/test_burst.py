@@ -325,17 +325,17 @@ def test_clients_beyond_the_memory_wait_for_a_wave(tmp_path):
     - 1 waves in the queue before its own (a burst sent once instead serves its
     remainder in a last, smaller wave)."""
     path = tmp_path / "serving.toml"
-    text = ROW.format(n=64).replace('arrival = "burst"\n', "").replace('model = "llama-3-8b"', 'model = "llama-3-70b"')
+    text = ROW.format(n=96).replace('arrival = "burst"\n', "").replace('model = "llama-3-8b"', 'model = "llama-3-70b"')
     path.write_text(text.replace('weights = "bf16"', 'weights = "fp8"'))
     (row,) = vs.load_serving_rows(path)
     parts = vs._burst_parts(row)
     slots = parts.slots
-    assert 1 <= slots < 64
+    assert 1 <= slots < 96
     full = burst(slots, parts.pmf, slots, parts.decode, parts.prefill)
     w = vs.evaluate_serving_row(row)
     assert w.overloaded and w.batch == slots
     assert w.output_tokens_per_second == pytest.approx(full.output_tokens_per_second, rel=1e-12)
-    assert w.ttft_ms == pytest.approx((full.ttft + (64 / slots - 1) * full.seconds) * 1e3, rel=1e-12)
+    assert w.ttft_ms == pytest.approx((full.ttft + (96 / slots - 1) * full.seconds) * 1e3, rel=1e-12)
     once = vs.evaluate_serving_row(dataclasses.replace(row, arrival="burst"))
     assert once.output_tokens_per_second <= w.output_tokens_per_second * (1 + 1e-12)
 
