@@ -41,7 +41,7 @@ Terms:
   classes. Off: the cache used as stored. "qserve as native": its rows under the
   identity profile, as the eleventh blind check scored them (no re-reads, no unpacking,
   the whole step overlapped).
-- **vLLM V0's host time by entry and layout** (`Framework.host_offline`,
+- **vLLM V0's host time by mode and layout** (`Framework.host_offline`,
   `Chip.host_per_sequence_tp`, fitted in closed form on two rows: `costmodel.validate.fit_engine_host`):
   an engine run offline has its own host time per sequence (27.7 µs against the
   served 167 µs), and a step on more than one tensor-parallel chip adds 55.5 µs per sequence.

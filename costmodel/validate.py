@@ -393,7 +393,11 @@ def fit_all(rows: list[Row] | None = None, frameworks: dict[str, Framework] | No
     frameworks = frameworks if frameworks is not None else load_frameworks()
     by_id = {r.id: r for r in rows}
     out = {}
+    serving = serving_row_ids()
     for name, f in frameworks.items():
+        unknown = [i for i in f.fitted_on if i not in by_id and i not in serving]
+        if unknown:
+            raise InputError(f"frameworks.{name}: fitted_on names unknown rows {unknown}")
         if fitted_on_serving_rows(f, by_id) or not set(f.fit) & set(PROFILE_FIELDS):
             continue  # fitted on serving rows, or no field of the log vector to fit
         missing = [i for i in f.fitted_on if i not in by_id]
@@ -425,6 +429,7 @@ def fit_engine_host(offline: Row, tensor_parallel: Row, profile: Framework) -> t
     """
     for row, one_chip in ((offline, True), (tensor_parallel, False)):
         if row.inference != "offline" or (row.tensor_parallel == 1) != one_chip or row.pipeline_parallel != 1:
+            # (a row with no stated layout, tensor_parallel None, fits neither)
             raise InputError(
                 f"row {row.id}: inference = {row.inference!r}, tensor_parallel = {row.tensor_parallel}, pipeline_parallel = "
                 f"{row.pipeline_parallel}: expected an offline row on {'one chip' if one_chip else 'more than one'}"
@@ -440,6 +445,12 @@ def fit_engine_host(offline: Row, tensor_parallel: Row, profile: Framework) -> t
 
     seq = per_sequence(offline, {"host_per_sequence": 0.0, "host_per_sequence_tp": 0.0})
     tp = per_sequence(tensor_parallel, {"host_per_sequence": seq, "host_per_sequence_tp": 0.0})
+    for row, value in ((offline, seq), (tensor_parallel, tp)):
+        if value < 0:
+            raise InputError(
+                f"row {row.id}: measured {row.value:g} is faster than the model with no such host time "
+                f"({value * 1e6:.4g} µs per sequence): expected a host time >= 0"
+            )
     return seq * 1e6, tp * 1e6
 
 

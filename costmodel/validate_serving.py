@@ -611,6 +611,12 @@ def fit_host(rows: list[ServingRow]) -> tuple[float, float]:
     Returns:
         (host_step_us, host_per_sequence_us).
     """
+    offline = [r.id for r in rows if r.inference != "online"]
+    if offline:
+        raise InputError(
+            f"rows {offline}: inference = 'offline': the online host time is fitted on online rows "
+            "(an offline engine's is costmodel.validate.fit_engine_host's)"
+        )
     from scipy.optimize import minimize
 
     _closed_loop(rows)

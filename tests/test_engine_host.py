@@ -35,25 +35,21 @@ def test_host_seconds_adds_the_tensor_parallel_term_only_on_more_than_one_chip()
         assert float(cm.chip_preset(name).host_per_sequence_tp) == 0.0, name
 
 
-def test_the_tensor_parallel_term_is_differentiable_and_never_speeds_a_step():
-    jax.config.update("jax_enable_x64", True)
-    try:
-        w = cm.Workload(cm.model_preset("llama-3-8b"), cm.make_scenario(batch=32, context=1024))
-        chip = _chip(host_per_sequence_tp=50e-6).replace(tensor_parallel=2.0)
-        placement = cm.policy_placement("dram", cm.lower_traffic(w), chip)
+def test_the_tensor_parallel_term_is_differentiable_and_never_speeds_a_step(x64):
+    w = cm.Workload(cm.model_preset("llama-3-8b"), cm.make_scenario(batch=32, context=1024))
+    chip = _chip(host_per_sequence_tp=50e-6).replace(tensor_parallel=2.0)
+    placement = cm.policy_placement("dram", cm.lower_traffic(w), chip)
 
-        def step(x):
-            return cm.decode_cost(w, chip.replace(host_per_sequence_tp=x), placement).seconds_per_step
+    def step(x):
+        return cm.decode_cost(w, chip.replace(host_per_sequence_tp=x), placement).seconds_per_step
 
-        x = jnp.asarray(50e-6, dtype=jnp.float64)
-        grad = float(jax.grad(step)(x))
-        h = 1e-9
-        fd = (float(step(x + h)) - float(step(x - h))) / (2 * h)
-        assert grad == pytest.approx(32.0) and grad == pytest.approx(fd, rel=1e-6)
-        steps = [float(step(jnp.asarray(v, dtype=jnp.float64))) for v in (0.0, 1e-5, 1e-4)]
-        assert steps == sorted(steps) and steps[0] < steps[-1]
-    finally:
-        jax.config.update("jax_enable_x64", False)
+    x = jnp.asarray(50e-6, dtype=jnp.float64)
+    grad = float(jax.grad(step)(x))
+    h = 1e-9
+    fd = (float(step(x + h)) - float(step(x - h))) / (2 * h)
+    assert grad == pytest.approx(32.0) and grad == pytest.approx(fd, rel=1e-6)
+    steps = [float(step(jnp.asarray(v, dtype=jnp.float64))) for v in (0.0, 1e-5, 1e-4)]
+    assert steps == sorted(steps) and steps[0] < steps[-1]
 
 
 def test_the_profile_prices_an_offline_engine_apart():
@@ -69,7 +65,7 @@ def test_the_profile_prices_an_offline_engine_apart():
     assert float(served.host_step) == float(local.host_step) == pytest.approx(f.host[0] * 1e-6)
     for chip in (served, local):
         assert float(chip.host_per_sequence_tp) == pytest.approx(f.host_tp * 1e-6)
-    # a profile without the fields: both entries price the same
+    # a profile without the fields: both modes price the same
     for name in ("sglang", "nim", "gpt-fast", "native"):
         g = frameworks[name]
         assert g.host_offline is None and g.host_tp is None
@@ -81,7 +77,7 @@ def test_the_profile_prices_an_offline_engine_apart():
         assert {k for k, _ in g.carried} >= set(ENGINE_HOST_FIELDS), name
 
 
-def test_evaluate_takes_the_entry_and_refuses_an_unknown_one():
+def test_evaluate_takes_the_mode_and_refuses_an_unknown_one():
     kw = dict(batch=64, context=256, framework="vllm-0.6")
     served = cm.evaluate("llama-3-8b", "h100-sxm", **kw)
     local = cm.evaluate("llama-3-8b", "h100-sxm", inference="offline", **kw)
@@ -102,7 +98,7 @@ def test_the_fit_reproduces_the_file_and_its_two_rows():
     many = next(r for r in decode if r.tensor_parallel > 1)
     assert one.status == many.status == "fit" and one.inference == many.inference == "offline"
     seq, tp = v.fit_engine_host(one, many, f)
-    assert (round(seq, 3), round(tp, 3)) == (f.host_offline, f.host_tp)
+    assert seq == pytest.approx(f.host_offline, abs=1e-3) and tp == pytest.approx(f.host_tp, abs=1e-3)
     for r in v.evaluate_rows([one, many]):
         assert r.predicted == pytest.approx(r.row.value, rel=2e-5)
     # the fit needs an offline row on one chip, then one on more than one
@@ -155,8 +151,9 @@ def test_bad_fields_are_refused_in_one_line(tmp_path, table, text, match):
 
 
 def test_the_two_fields_move_only_their_rows():
-    """Without them (the model before), every served one-chip row prices the same; an
-    offline row or a tensor-parallel row of the V0 profiles moves."""
+    """Without them (the model before), an online row on one chip prices the same; an
+    offline row moves by the offline host time, and an online row on more than one chip by
+    the tensor-parallel term alone."""
     frameworks = load_frameworks()
     bare = {
         k: dataclasses.replace(
@@ -168,12 +165,21 @@ def test_the_two_fields_move_only_their_rows():
         for k, f in frameworks.items()
     }
     all_rows = v.load_rows()
-    rows = [r for r in all_rows if r.framework == "vllm-0.6"] + [r for r in all_rows if r.framework == "gpt-fast"][:6]
+    offline = [r for r in all_rows if r.framework == "vllm-0.6" and r.metric == "output_tokens_per_second_per_chip"]
+    online = [dataclasses.replace(r, inference="online") for r in offline]
+    others = [r for r in all_rows if r.framework == "gpt-fast"][:4]
+    rows = offline + online + others
+    f = frameworks["vllm-0.6"]
     for now, before in zip(v.evaluate_rows(rows, frameworks), v.evaluate_rows(rows, bare)):
-        moved = now.framework in ("vllm-0.6", "vllm-0.6-rocm") and (
-            now.row.inference == "offline" or now.tensor_parallel > 1
-        )
+        v0 = now.framework in ("vllm-0.6", "vllm-0.6-rocm")
+        moved = v0 and (now.row.inference == "offline" or now.tensor_parallel > 1)
         assert (not np.isclose(now.predicted, before.predicted, rtol=1e-9)) == moved, now.row.id
+        if v0 and now.row.inference == "online" and now.tensor_parallel > 1:
+            # the step grows by exactly the term: batch x host_tp per step
+            r = now.row
+            steps_time = r.batch * r.output_tokens / now.tensor_parallel
+            added = steps_time / now.predicted - steps_time / before.predicted
+            assert added == pytest.approx(r.output_tokens * r.batch * f.host_tp * 1e-6, rel=1e-4), r.id
 
 
 def test_cli_evaluate_takes_the_inference_mode(capsys):
@@ -190,3 +196,28 @@ def test_cli_evaluate_takes_the_inference_mode(capsys):
     assert steps["offline"] < steps["online"]
     assert main([*base, "--inference", "batch"]) == 2
     assert "argument --inference: invalid choice: 'batch'" in capsys.readouterr().err
+
+
+def test_the_fits_refuse_rows_of_the_other_mode_and_a_negative_time(tmp_path):
+    import costmodel.validate_serving as vs
+
+    offline = [r for r in vs.load_serving_rows() if r.inference == "offline"][:1]
+    with pytest.raises(InputError, match="inference = 'offline': the online host time is fitted on online rows"):
+        vs.fit_host(offline)
+    rows = {r.id: r for r in v.load_rows()}
+    f = load_frameworks()["vllm-0.6"]
+    one, many = (rows[i] for i in f.fitted_on if i in rows)
+    fast = dataclasses.replace(one, value=one.value * 3)  # faster than the device alone
+    with pytest.raises(InputError, match="faster than the model with no such host time"):
+        v.fit_engine_host(fast, many, f)
+    # an offline host time needs the online one it replaces
+    shipped = (data_dir() / "frameworks.toml").read_text()
+    i = shipped.index("[frameworks.sglang]")
+    profile = (
+        "[frameworks.x]\nmemory_efficiency = 1.0\ncompute_efficiency = 1.0\nkernel_overhead = 1.0\n"
+        'link_latency = 1.0\nfit = []\nfitted_on = []\nsource = "test"\nhost_per_sequence_offline_us = 20.0\n\n'
+    )
+    path = tmp_path / "f.toml"
+    path.write_text(shipped[:i] + profile + shipped[i:])
+    with pytest.raises(InputError, match="expected with the online host time"):
+        load_frameworks(path)

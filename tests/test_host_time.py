@@ -96,7 +96,7 @@ def test_serving_profiles_carry_their_fitted_host_time():
     rows = {r.id: r for r in vs.load_serving_rows()}
     for name in ("vllm-0.6", "sglang", "nim"):
         f = frameworks[name]
-        # vllm-0.6 also fits its in-process engine's host times on two decode rows (tests/test_engine_host.py)
+        # vllm-0.6 also fits its offline engine's host times on two decode rows (tests/test_engine_host.py)
         assert set(f.fit) - set(HOST_FIELDS) <= set(ENGINE_HOST_FIELDS) and set(HOST_FIELDS) <= set(f.fit)
         served = [i for i in f.fitted_on if i in rows]
         assert len(served) == 2 and len(f.fitted_on) == 2 + 2 * bool(set(f.fit) & set(ENGINE_HOST_FIELDS))

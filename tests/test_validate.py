@@ -96,7 +96,7 @@ def test_reported_figures_are_the_shipped_ones(results):
     assert s["n_test"] == {"batch1-gpu": 49, "apple": 9, "large-batch": 90, "sram": 5}
     assert s["max_factor"]["sram"] == pytest.approx(1.66, abs=0.01)
     # with the prompt pass's efficiency of the H100 (H200) and MI300X behind static batches
-    # (and vLLM 0.6's in-process host times, two numbers on two rows, since the fifteenth session)
+    # (and vLLM 0.6's offline host times, two numbers on two rows, since the fifteenth session)
     fitted = {"batch1-gpu": (12, 17), "apple": (2, 2), "large-batch": (12, 20), "sram": (2, 2)}
     assert {g: (f["parameters"], f["rows"]) for g, f in s["fitted"].items()} == fitted
     # the second blind check's ten H200 rows, apart
@@ -107,15 +107,14 @@ def test_reported_figures_are_the_shipped_ones(results):
     tenth = s["blind"]["large-batch"]["2026-12-06, tenth check"]
     assert tenth["n"] == 19 and tenth["median_ape"] == pytest.approx(0.270, abs=0.002)
     # the eleventh check's 21 new large-batch rows (7 more were serving rows already, now
-    # reference rows) and 2 batch-1 rows: 27.3 % their one blind score (f5ac143); now 20.9 %
-    # (QServe's nine rows under the qserve profile since the thirteenth session)
-    # (QServe's nine rows under the qserve profile since the thirteenth session); 19 rows, 13.6 %,
-    # since two of its vLLM rows fitted the in-process engine's host times (fifteenth session)
+    # reference rows) and 2 batch-1 rows: 27.3 % their one blind score (f5ac143); 20.9 % with
+    # QServe's nine rows under the qserve profile (thirteenth session); 19 rows, 13.6 %, since
+    # two of its vLLM rows fitted the offline engine's host times (fifteenth session)
     eleventh = "2026-12-06, eleventh check"
     assert s["blind"]["large-batch"][eleventh]["n"] == 19 and s["blind"]["batch1-gpu"][eleventh]["n"] == 2
     assert s["blind"]["large-batch"][eleventh]["median_ape"] == pytest.approx(0.136, abs=0.002)
     # the twelfth check's 19 vLLM 0.6 offline rows (Argonne): 14.2 % their one blind score;
-    # 8.2 % with the in-process engine's host times fitted after it (not blind)
+    # 8.2 % with the offline engine's host times fitted after it (not blind)
     twelfth = s["blind"]["large-batch"]["2026-12-06, twelfth check"]
     assert twelfth["n"] == 19 and twelfth["median_ape"] == pytest.approx(0.082, abs=0.002)
 
@@ -162,7 +161,7 @@ def test_fitted_numbers_behind_a_group_are_counted(rows):
     twice = (("gptfast-a100-llama2-7b-bf16-tp2", "gpt-fast"), ("gptfast-a100-llama2-7b-bf16-tp4", "gpt-fast"))
     assert behind(*twice) == {"parameters": 3, "rows": 3}
     # the ROCm variant's bytes in flight (one row), the four host times it carries from vllm-0.6 (the
-    # two served on two serving rows, the in-process and tensor-parallel ones on two decode rows) and,
+    # two served on two serving rows, the offline and tensor-parallel ones on two decode rows) and,
     # behind the static batch's prefill, the MI300X's prompt pass efficiency (six rows)
     assert behind(("vllm-mi300x-tp8-llama31-405b-fp8-bs32-128-128", "vllm-0.6-rocm")) == {"parameters": 6, "rows": 11}
     # llama.cpp's Metal variant fits its own two numbers and carries none of llama.cpp's

@@ -452,16 +452,17 @@ def host_seconds(sequences, chip: Chip):
     the device idles while it runs. vLLM 0.5.3 on one H100 serving Llama 3 8B spent
     33 % of its time in the HTTP API server and 29 % in scheduling, the GPU running
     38 % of the time. vLLM's V0 engine recreates every step's input tensors and
-    metadata on its driver process and, with more than one tensor-parallel worker,
-    broadcasts them to the others (V1 replaced that with persistent batches and
-    incremental updates): the `host_per_sequence_tp` term, one broadcast to all the
-    workers, whatever their number.
+    metadata on its driver process, on any layout, and with more than one
+    tensor-parallel worker broadcasts them to the others (V1 caches them on the workers
+    and sends incremental updates): the `host_per_sequence_tp` term, one broadcast to
+    all the workers, whatever their number.
 
     References:
         vLLM team, "vLLM v0.6.0: 2.7x Throughput Improvement and 5x Latency
         Reduction", https://blog.vllm.ai/2024/09/05/perf-update.html (2024);
         vLLM team, "vLLM V1: A Major Upgrade to vLLM's Core Architecture",
-        https://blog.vllm.ai/2025/01/27/v1-alpha-release.html (2025), sections 4-5;
+        https://blog.vllm.ai/2025/01/27/v1-alpha-release.html (2025), section 4 (the
+        broadcast) and 5 (the inputs recreated each step);
         SGLang team, "SGLang v0.4: Zero-Overhead Batch Scheduler ...",
         https://lmsys.org/blog/2024-12-04-sglang-v0-4/ (2024);
         K. Zhu et al., "NanoFlow: Towards Optimal Large Language Model Serving

@@ -52,7 +52,7 @@ TP_HOST = "host_per_sequence_tp_us"
 """Host time per running sequence per step added when the system splits each layer over
 more than one chip (`Chip.host_per_sequence_tp`), µs: vLLM's V0 engine prepares a step's
 inputs on its driver process and broadcasts them to the other tensor-parallel workers
-(https://blog.vllm.ai/2025/01/27/v1-alpha-release.html, sections 4-5). Absent: 0."""
+(https://blog.vllm.ai/2025/01/27/v1-alpha-release.html, section 4). Absent: 0."""
 
 ENGINE_HOST_FIELDS = (OFFLINE_HOST, TP_HOST)
 """The host times fitted on static-batch decode rows run offline
@@ -274,6 +274,11 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
                     f"{where}: field 'carried' has {key!r}: expected a field of {list(fields)} "
                     "that the profile does not fit itself"
                 )
+        if OFFLINE_HOST in t and not set(HOST_FIELDS) & set(t):
+            raise InputError(
+                f"{where}: field {OFFLINE_HOST!r} = {t[OFFLINE_HOST]:g}: expected with the online host time "
+                f"({', '.join(HOST_FIELDS)}) it replaces offline"
+            )
         dequant, kv_dequant = (_instruction_table(t, key, where) for key in (DEQUANT, KV_DEQUANT))
         out[name] = Framework(
             name=name,
