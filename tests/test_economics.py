@@ -45,8 +45,10 @@ def test_token_cost_parts_add_up_and_scale():
     t = token_cost(ev.cost, ev.chip, e)
     total = float(t.die_usd_per_token + t.package_usd_per_token + t.energy_usd_per_token)
     assert float(t.usd_per_token) == pytest.approx(total, rel=1e-6)
-    # Chip price: die + packaging + 80 GB of HBM at the file's prices.
-    assert float(t.chip_usd) == pytest.approx(float(t.die_usd) + 750 + 80 * 15, rel=1e-4)
+    # Chip price: die + packaging + its HBM (85.52 GB, 80 GiB) at the file's prices.
+    hbm_gb = float(ev.chip.tiers.capacity[-1]) / 1e9
+    assert hbm_gb == pytest.approx(85.52, rel=1e-6)
+    assert float(t.chip_usd) == pytest.approx(float(t.die_usd) + 750 + hbm_gb * 15, rel=1e-4)
     # Energy part is J/token x price; capital part halves when the life doubles.
     assert float(t.energy_usd_per_token) == pytest.approx(float(ev.cost.joules_per_token) * 0.10 / 3.6e6, rel=1e-5)
     t2 = token_cost(ev.cost, ev.chip, economics_preset("N5", lifetime_years=8.0))
