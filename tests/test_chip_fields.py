@@ -139,7 +139,7 @@ def inert_reason(chip: cm.Chip, label: str) -> str | None:
     no_energy = not (np.any(np.asarray(chip.tiers.energy_per_byte) > 0) or np.any(np.asarray(chip.energy_per_flop) > 0))
     if label == "power_cap" and no_energy and float(chip.static_power) <= 0:
         return "the chip has no energy figures (a time-only calibration): its power is 0 and never reaches a cap"
-    if label == "link_latency" and float(chip.link_bandwidth) <= 0:
+    if label in ("link_latency", "host_per_sequence_tp") and float(chip.link_bandwidth) <= 0:
         return "no chip-to-chip link (link_bandwidth 0): a multi-chip step is infinitely slow whatever the latency"
     if label == "parallel_units" and float(chip.bytes_in_flight) <= 0:
         return "no bound on the bytes in flight (bytes_in_flight 0): a framework profile sets one"
