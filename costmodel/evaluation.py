@@ -378,10 +378,10 @@ def evaluate(
     info = chip if isinstance(chip, ChipInfo) else chip_info(chip)
     if placement is not None:
         info = dataclasses.replace(info, placement=placement)
+    if inference not in INFERENCE_MODES:  # (apply_profile_fields checks it too, for its other callers)
+        raise InputError(f"inference = {inference!r}: expected one of {list(INFERENCE_MODES)}")
     if framework is not None:
         info = apply_framework(info, framework, inference=inference)
-    elif inference not in INFERENCE_MODES:
-        raise InputError(f"inference = {inference!r}: expected one of {list(INFERENCE_MODES)}")
     if micro_batches != "auto" and not isinstance(micro_batches, (int, float)) or isinstance(micro_batches, bool):
         raise InputError(f"micro_batches = {micro_batches!r}: expected a number >= 1 or 'auto'")
     groups = 1 if micro_batches == "auto" else micro_batches
