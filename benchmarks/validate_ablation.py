@@ -48,6 +48,14 @@ Terms:
   "offline host off": those rows at the served value (the tensor-parallel term kept);
   "TP host off": no tensor-parallel term; "engine host off": neither (the model before
   2026-12-06's fifteenth session). Not refitted: the pair is fitted together.
+- **vLLM V0's attention kernel by cache format** (`attention_kv_rereads_by_kv`,
+  `Chip.attention_rereads_cached`, the vllm-0.6 profile's `kv_dequant_ops`): over an FP8
+  cache vLLM 0.6 falls back from FlashAttention to its PagedAttention kernel, one thread
+  block per query head, whose re-reads L2 serves and whose every read unpacks and
+  multiplies on the CUDA cores (6.15 FP32-lane slots per element). "FP8 fallback off":
+  FlashAttention assumed (the model before 2026-12-06's sixteenth session); "re-reads
+  from DRAM": the fallback's re-reads streamed from DRAM (`attention_rereads_cached` 0),
+  its unpacking kept. "KV unpacking off" removes its unpacking with QServe's.
 """
 
 from __future__ import annotations
@@ -121,6 +129,14 @@ def _engine_host_off(frameworks, offline=True, tp=True):
     return out
 
 
+def _fp8_fallback_off(frameworks):
+    return {k: dataclasses.replace(f, kv_rereads_by_kv=()) for k, f in frameworks.items()}
+
+
+def _cache_off(frameworks):
+    return {k: dataclasses.replace(f, rereads_cached=None) for k, f in frameworks.items()}
+
+
 def _qserve_native(frameworks):
     return {**frameworks, "qserve": dataclasses.replace(frameworks["native"], name="qserve")}
 
@@ -169,6 +185,8 @@ def main() -> None:
         "offline host off": _refit(rows, _engine_host_off(shipped, tp=False)),
         "TP host off": _refit(rows, _engine_host_off(shipped, offline=False)),
         "engine host off": _refit(rows, _engine_host_off(shipped)),
+        "FP8 fallback off": _refit(rows, _fp8_fallback_off(shipped)),
+        "re-reads from DRAM": _refit(rows, _cache_off(shipped)),
         **{f"trt-llm n-half {n:g}": _refit(rows, _trt_tile(shipped, n)) for n in TRT_TILE_ROWS},
     }
     own_rate = {k: not k.startswith(("prefill at profile", "both off")) for k in variants}

@@ -381,7 +381,7 @@ def evaluate(
     if inference not in INFERENCE_MODES:  # (apply_profile_fields checks it too, for its other callers)
         raise InputError(f"inference = {inference!r}: expected one of {list(INFERENCE_MODES)}")
     if framework is not None:
-        info = apply_framework(info, framework, inference=inference)
+        info = apply_framework(info, framework, inference=inference, kv=kv)
     if micro_batches != "auto" and not isinstance(micro_batches, (int, float)) or isinstance(micro_batches, bool):
         raise InputError(f"micro_batches = {micro_batches!r}: expected a number >= 1 or 'auto'")
     groups = 1 if micro_batches == "auto" else micro_batches
@@ -500,12 +500,14 @@ def apply_host(chip: Chip, host_us) -> Chip:
     return eqx.tree_at(lambda c: (c.host_step, c.host_per_sequence), chip, (host[0], host[1]))
 
 
-def apply_profile_fields(chip: Chip, f: Framework, inference: str = "online") -> Chip:
+def apply_profile_fields(chip: Chip, f: Framework, inference: str = "online", kv: str | None = None) -> Chip:
     """A chip with the fields of a profile that are not in its log vector, where the
     profile gives them: its host time for an engine run as `inference` says
     (`apply_host`, `Framework.host_us`; `costmodel.io.frameworks.INFERENCE_MODES`) and the host
     time a tensor-parallel step adds (`Chip.host_per_sequence_tp`), its attention kernels' K/V
-    re-reads (`Chip.attention_kv_rereads`, `Chip.attention_heads_per_block`), whether it runs
+    re-reads (`Chip.attention_kv_rereads` of the kernel it runs over a cache of format `kv`:
+    `Framework.rereads`; `Chip.attention_heads_per_block`) and the share of them the on-chip
+    cache serves (`Chip.attention_rereads_cached`), whether it runs
     a layer's kernels in sequence (`Chip.serial_kernels`) and the share of the DRAM it allocates
     (`Framework.memory_fraction`: the DRAM tier's capacity scaled by it)."""
     if inference not in INFERENCE_MODES:
@@ -515,8 +517,11 @@ def apply_profile_fields(chip: Chip, f: Framework, inference: str = "online") ->
         chip = apply_host(chip, host)
     if f.host_tp is not None:
         chip = chip.replace(host_per_sequence_tp=f.host_tp * 1e-6)
-    if f.kv_rereads is not None:
-        chip = chip.replace(attention_kv_rereads=f.kv_rereads)
+    rereads = f.rereads(kv)
+    if rereads is not None:
+        chip = chip.replace(attention_kv_rereads=rereads)
+    if f.rereads_cached is not None:
+        chip = chip.replace(attention_rereads_cached=f.rereads_cached)
     if f.heads_per_block is not None:
         chip = chip.replace(attention_heads_per_block=f.heads_per_block)
     if f.serial_kernels is not None:
@@ -534,7 +539,11 @@ def allocate_dram(chip: Chip, capacity, fraction: float) -> Chip:
 
 
 def apply_framework(
-    info: ChipInfo, framework: str, frameworks: dict[str, Framework] | None = None, inference: str = "online"
+    info: ChipInfo,
+    framework: str,
+    frameworks: dict[str, Framework] | None = None,
+    inference: str = "online",
+    kv: str | None = None,
 ) -> ChipInfo:
     """A `ChipInfo` whose chip has the framework profile applied (for `evaluate`): its
     multipliers, kernel concurrency and GEMMs' half-rate rows (`apply_multipliers`), its host time
@@ -544,10 +553,12 @@ def apply_framework(
     scheduler's batch cap (`ChipInfo.max_batch`, for `serve`), and its kernels' instructions to
     unpack quantised weights and K/V (`ChipInfo.dequant_ops`, `ChipInfo.kv_dequant_ops`). `frameworks`: the profiles to
     take it from (default data/frameworks.toml); `inference`: how the engine runs
-    (`costmodel.io.frameworks.INFERENCE_MODES`: online, streaming its tokens, or offline)."""
+    (`costmodel.io.frameworks.INFERENCE_MODES`: online, streaming its tokens, or offline);
+    `kv`: the KV-cache format, where the engine picks its attention kernel by it
+    (`Framework.rereads`; None: the profile's default kernel)."""
     f = resolve_framework(framework, info.name, frameworks)
     logm = jnp.log(jnp.asarray(f.multipliers, dtype=float))
-    chip = apply_profile_fields(apply_multipliers(info.chip, logm), f, inference)
+    chip = apply_profile_fields(apply_multipliers(info.chip, logm), f, inference, kv)
     caps = [c for c in (info.max_batch, f.max_batch) if c is not None]
     cap = min(caps) if caps else None
     label = f"{info.label or info.name} ({f.name})"

@@ -175,7 +175,7 @@ def prepare(
 def with_profile_fields(prepared: Prepared, f: Framework, row: Row) -> Prepared:
     """A prepared row with the fields of profile `f` outside its log vector: on the chip
     (`apply_profile_fields`) and on the decode step's weights and K/V (`apply_dequant`)."""
-    chip = apply_profile_fields(prepared.chip, f, row.inference)
+    chip = apply_profile_fields(prepared.chip, f, row.inference, row.kv)
     workload = apply_dequant(prepared.workload, f, row.weights, row.kv)
     return eqx.tree_at(lambda p: (p.chip, p.workload), prepared, (chip, workload))
 

@@ -351,7 +351,7 @@ def _row_chip(
     info = chip_info(row.chip)
     bare = info.chip.tiers.capacity
     if row.framework != "native":
-        info = apply_framework(info, row.framework, frameworks, inference=row.inference)
+        info = apply_framework(info, row.framework, frameworks, inference=row.inference, kv=row.kv)
     if row.max_batch is not None:
         info = dataclasses.replace(info, max_batch=row.max_batch)
     if row.memory_fraction is not None:  # of the chip's own DRAM, not the profile's share of it

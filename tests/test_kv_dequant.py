@@ -155,13 +155,15 @@ def test_make_scenario_refuses_a_negative_count():
 # --- profiles ------------------------------------------------------------------------
 
 
-def test_qserve_unpacks_its_cache_and_nothing_else_does():
+def test_qserve_and_vllm_v0_fp8_unpack_their_caches_and_nothing_else_does():
     from costmodel.io import load_frameworks
 
     frameworks = load_frameworks()
     q = frameworks["qserve"]
     assert q.kv_dequant("qoq_kv4") == 5.1 and q.kv_dequant("fp8") == 0.0 and q.kv_rereads == 1.0
-    assert all(not f.kv_dequant_ops for name, f in frameworks.items() if name != "qserve")
+    # vLLM 0.6's PagedAttention fallback for an FP8 cache (tests/test_cached_rereads.py).
+    assert frameworks["vllm-0.6"].kv_dequant_ops == (("fp8", 6.15),)
+    assert all(not f.kv_dequant_ops for name, f in frameworks.items() if name not in ("qserve", "vllm-0.6"))
 
 
 def test_evaluate_and_validate_price_the_unpacking():

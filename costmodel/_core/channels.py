@@ -100,15 +100,51 @@ def kv_reads(traffic: Traffic, chip: Chip) -> Scalar:
     return jnp.maximum(1.0 + chip.attention_kv_rereads * (g - 1.0), per_block)
 
 
+def cached_reread_share(chip: Chip) -> Scalar:
+    """The share of the decode-attention kernels' K/V re-reads the chip's on-chip cache
+    serves (`Chip.attention_rereads_cached`), 0 on a chip with no SRAM tier."""
+    has_cache = (chip.tiers.capacity[SRAM] > 0) & (chip.tiers.bandwidth[SRAM] > 0)
+    return jnp.where(has_cache, chip.attention_rereads_cached, 0.0)
+
+
+def kv_stored_reads(traffic: Traffic, chip: Chip) -> Scalar:
+    """Times the decode-attention kernels stream each K/V head from the tier that holds
+    it: the first read and the re-reads (`kv_reads` - 1) the on-chip cache does not
+    serve (`cached_reread_share`): `1 + (1 - c) (kv_reads - 1)`.
+
+    Examples:
+        >>> import costmodel as cm
+        >>> from costmodel._core.channels import kv_stored_reads
+        >>> w = cm.Workload(cm.model_preset("llama-2-70b"), cm.Scenario(batch=8, context=2048))  # g = 8
+        >>> chip = cm.chip_preset("h100-sxm").replace(attention_kv_rereads=1.0)
+        >>> t = cm.lower_traffic(w, buckets=False)
+        >>> float(kv_stored_reads(t, chip)), float(kv_stored_reads(t, chip.replace(attention_rereads_cached=0.75)))
+        (8.0, 2.75)
+    """
+    return 1.0 + (1.0 - cached_reread_share(chip)) * (kv_reads(traffic, chip) - 1.0)
+
+
 def class_stream_efficiency(traffic: Traffic, chip: Chip) -> PerClass:
     """Fraction of the SRAM and DRAM bandwidth each block class's kernels stream at:
     the `kernel_efficiency` of one chip's share of their operands (each chip holds
     1/tp of every matrix and cache), times `Chip.attention_stream_efficiency` for
     the KV classes (decode attention gathers pages of many sequences), over the times
-    a kernel streams each K/V head (`kv_reads`). Time only: the bytes and energy are not
-    charged."""
-    kv = jnp.where(jnp.asarray(CLASS_IS_KV), chip.attention_stream_efficiency / kv_reads(traffic, chip), 1.0)
+    a kernel streams each K/V head from the tier that holds it (`kv_stored_reads`; the
+    re-reads the on-chip cache serves are `class_cached_rereads`). Time only: the bytes
+    and energy are not charged."""
+    kv = jnp.where(jnp.asarray(CLASS_IS_KV), chip.attention_stream_efficiency / kv_stored_reads(traffic, chip), 1.0)
     return kv * kernel_efficiency(traffic.kernel_bytes / chip.tensor_parallel, chip)
+
+
+def class_cached_rereads(traffic: Traffic, chip: Chip) -> PerClass:
+    """Per block class: the K/V re-reads the on-chip cache serves, as a multiple of the
+    class's full-rate bytes streamed from SRAM and DRAM (`class_stream_efficiency`):
+    `c (kv_reads - 1) / kv_stored_reads`, 0 for the weight classes. They stream at the
+    SRAM tier's rate (`decode_cost`), so a kernel whose blocks re-read each K/V head
+    together (one block per query head, the group's blocks adjacent in launch order)
+    pays for its re-reads in the cache's bandwidth, not DRAM's. Time only."""
+    extra = cached_reread_share(chip) * (kv_reads(traffic, chip) - 1.0) / kv_stored_reads(traffic, chip)
+    return jnp.where(jnp.asarray(CLASS_IS_KV), extra, 0.0)
 
 
 def flop_rate(chip: Chip, precision, attention, rows):

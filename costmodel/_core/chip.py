@@ -102,8 +102,17 @@ class Chip(eqx.Module):
             one thread block per query head that streams its group's K/V itself;
             the KV stream then takes `1 + r (heads per K/V head - 1)` times as long
             (`costmodel.class_stream_efficiency`): priced as time at the stream's rate,
-            as if every re-read reached DRAM; the re-read bytes and their energy are not
-            added to the step's (how many L2 serves is not known).
+            from the tier that holds the cache but for the share
+            `attention_rereads_cached`; the re-read bytes and their energy are not
+            added to the step's.
+        attention_rereads_cached: the share of those re-reads (from
+            `attention_kv_rereads` or `attention_heads_per_block`) the on-chip cache
+            (the SRAM tier: a GPU's L2) serves, in [0, 1]: they stream at the SRAM
+            tier's rate instead of the holding tier's (`costmodel.class_cached_rereads`);
+            0: every re-read from where the K/V is held; no effect on a chip with no
+            SRAM tier. A kernel whose blocks for one group's query heads run side by
+            side (adjacent in launch order) reads each K/V page once from DRAM and the
+            other times from L2.
         attention_heads_per_block: query heads of a grouped-query (GQA) group that one
             decode-attention thread block serves from one read of their K/V head, a
             count >= 0 (a chip file's is a whole number; a value in (0, 1) acts as 1);
@@ -186,6 +195,7 @@ class Chip(eqx.Module):
     attention_stream_efficiency: Scalar
     attention_kv_rereads: Scalar
     attention_heads_per_block: Scalar
+    attention_rereads_cached: Scalar
     half_rate_rows: Scalar
     small_kernel_bytes: Scalar
     small_kernel_efficiency: Scalar
@@ -241,6 +251,7 @@ def make_chip(
     attention_stream_efficiency: RealScalarLike = 1.0,
     attention_kv_rereads: RealScalarLike = 0.0,
     attention_heads_per_block: RealScalarLike = 0.0,
+    attention_rereads_cached: RealScalarLike = 0.0,
     half_rate_rows: RealScalarLike = 0.0,
     attention_half_rate_rows: RealScalarLike = 0.0,
     small_kernel_bytes: RealScalarLike = 0.0,
@@ -292,6 +303,7 @@ def make_chip(
         attention_stream_efficiency=f(attention_stream_efficiency),
         attention_kv_rereads=f(attention_kv_rereads),
         attention_heads_per_block=f(attention_heads_per_block),
+        attention_rereads_cached=f(attention_rereads_cached),
         half_rate_rows=f(half_rate_rows),
         small_kernel_bytes=f(small_kernel_bytes),
         small_kernel_efficiency=f(small_kernel_efficiency),

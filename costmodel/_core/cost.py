@@ -134,7 +134,10 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     group_bytes = tier_bytes / tp
     # Small kernels stream slower: each class's bytes in full-rate equivalents.
     stream_eff = ch.class_stream_efficiency(passing, chip)  # [classes]
-    slow = jnp.sum(moved / stream_eff[:, None], axis=0)
+    full = moved / stream_eff[:, None]  # [classes, tiers]
+    # K/V re-reads the on-chip cache serves stream at its rate (`class_cached_rereads`).
+    full = full.at[:, SRAM].add((full[:, SRAM] + full[:, DRAM]) * ch.class_cached_rereads(passing, chip))
+    slow = jnp.sum(full, axis=0)
     # Quantised weights are unpacked between their loads and the matmul: ALU time each
     # chip spends on its share of the weight bytes DRAM streams.
     weight_dram = jnp.sum(jnp.where(jnp.asarray(CLASS_IS_KV), 0.0, moved[:, DRAM])) / tp
@@ -181,7 +184,7 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     # profile with PIM sets the field; the share's floor of 1 B keeps its gradient finite
     # over a vanishing PIM tier). By Minkowski's inequality the sum is never below the
     # whole step's overlap.
-    class_tier = seconds_at(moved / stream_eff[:, None] / tp, bandwidth[None, :])  # [classes, tiers]
+    class_tier = seconds_at(full / tp, bandwidth[None, :])  # [classes, tiers]
     pim_share = moved[:, PIM] / jnp.maximum(tier_bytes[PIM], 1.0)
     class_tier = class_tier.at[:, PIM].set(tier_seconds[PIM] * pim_share)
     in_sequence = jnp.sum(

@@ -88,7 +88,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         check_output_path(args.plot, "--plot")
     info = chip_info(args.chip)
     if args.framework is not None:
-        info = apply_framework(info, args.framework, inference=args.inference)
+        info = apply_framework(info, args.framework, inference=args.inference, kv=args.kv)
     econ, _, note = economics_from_args(args, args.chip)
     mix, context = None, 4096.0 if args.context is None else args.context
     contexts = f"context {context:g}"

@@ -218,6 +218,7 @@ def design_chip(problem: Problem, x, design: Design | None = None) -> Chip:
         attention_half_rate_rows=ref.attention_half_rate_rows,
         attention_kv_rereads=ref.attention_kv_rereads,
         attention_heads_per_block=ref.attention_heads_per_block,
+        attention_rereads_cached=ref.attention_rereads_cached,
         serial_kernels=ref.serial_kernels,
         small_kernel_bytes=ref.small_kernel_bytes,
         small_kernel_efficiency=ref.small_kernel_efficiency,

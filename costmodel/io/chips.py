@@ -121,6 +121,7 @@ CHIP_SCHEMA: tuple[ChipField, ...] = (
     _top("attention_stream_efficiency", "fraction", 1.0, ("attention_stream_efficiency",), default=1.0),
     _top("attention_kv_rereads", "unit", 1.0, ("attention_kv_rereads",), default=0.0),
     _top("attention_heads_per_block", "wholenonneg", 1.0, ("attention_heads_per_block",), default=0.0, sweep="nonneg"),
+    _top("attention_rereads_cached", "unit", 1.0, ("attention_rereads_cached",), default=0.0),
     _top("half_rate_rows", "nonneg", 1.0, ("half_rate_rows",), default=0.0),
     # Absent: the weight matmuls' (`_derived_half_rate`), as before the two were apart.
     _top("attention_half_rate_rows", "nonneg", 1.0, ("attention_half_rate_rows",)),
@@ -150,6 +151,7 @@ OMITTED_AT_ZERO = (
     "host_per_sequence_tp_us",
     "attention_kv_rereads",
     "attention_heads_per_block",
+    "attention_rereads_cached",
     "serial_kernels",
 )
 """Fields a chip file leaves out at 0, their default (`chip_table`)."""

@@ -69,6 +69,19 @@ KV_REREADS = "attention_kv_rereads"
 head of its group (`Chip.attention_kv_rereads`, in [0, 1]); absent: the chip's own. Set
 from the framework's kernel design (a source), not fitted, and not in the log vector."""
 
+KV_REREADS_BY_KV = "attention_kv_rereads_by_kv"
+"""The decode-attention K/V re-reads (`KV_REREADS`) of the kernel the engine runs over a
+cache of a given format, where it runs another kernel for that format than for the
+others, a table of KV format -> value in [0, 1]: vLLM V0 runs FlashAttention over a
+16-bit cache and falls back to its own PagedAttention kernel, one thread block per query
+head, over an FP8 one. A format absent takes `KV_REREADS`. From the engine's kernel
+selection (a source), not fitted, and not in the log vector."""
+
+REREADS_CACHED = "attention_rereads_cached"
+"""The share of the framework's decode-attention K/V re-reads the chip's on-chip cache
+serves (`Chip.attention_rereads_cached`, in [0, 1]); absent: the chip's own. From the
+kernel's launch order (a source), not fitted, and not in the log vector."""
+
 HEADS_PER_BLOCK = "attention_heads_per_block"
 """Query heads of a grouped-query group one of the framework's decode-attention thread
 blocks serves from one read of their K/V head (`Chip.attention_heads_per_block`, a whole
@@ -138,6 +151,11 @@ class Framework:
         kv_rereads: `Chip.attention_kv_rereads` of the framework's decode-attention
             kernels (1: one block per query head streams its group's K/V), or None
             (the chip's own).
+        kv_rereads_by_kv: (KV format, `Chip.attention_kv_rereads`) pairs for the formats
+            whose cache the engine reads with another attention kernel
+            (`KV_REREADS_BY_KV`).
+        rereads_cached: `Chip.attention_rereads_cached` of the framework's kernels
+            (`REREADS_CACHED`), or None (the chip's own).
         heads_per_block: `Chip.attention_heads_per_block` of the framework's
             decode-attention kernels (`HEADS_PER_BLOCK`), or None (the chip's own).
         carried: (field, profile) pairs: fields whose value is another profile's
@@ -170,6 +188,14 @@ class Framework:
     kv_dequant_ops: tuple[tuple[str, float], ...] = ()
     host_offline: float | None = None
     host_tp: float | None = None
+    kv_rereads_by_kv: tuple[tuple[str, float], ...] = ()
+    rereads_cached: float | None = None
+
+    def rereads(self, kv: str | None = None) -> float | None:
+        """`Chip.attention_kv_rereads` of the attention kernel the engine runs over a
+        cache of format `kv` (`KV_REREADS_BY_KV`, else `KV_REREADS`); None where the
+        profile gives neither (the chip's own)."""
+        return dict(self.kv_rereads_by_kv).get(kv, self.kv_rereads) if kv is not None else self.kv_rereads
 
     def host_us(self, inference: str = "online") -> tuple[float, float] | None:
         """The profile's (`host_step`, `host_per_sequence`), µs, for an engine run as
@@ -245,13 +271,14 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
                 HALF_RATE: "positive",
                 "max_batch": "count",
                 KV_REREADS: "unit",
+                REREADS_CACHED: "unit",
                 HEADS_PER_BLOCK: "count",
                 SERIAL_KERNELS: "unit",
                 MEMORY_FRACTION: "fraction",
                 **{k: "nonneg" for k in HOST_FIELDS + ENGINE_HOST_FIELDS},
             },
             strings=("source", "base", "description"),
-            tables=("fit", "fitted_on", "chips", "carried", DEQUANT, KV_DEQUANT),
+            tables=("fit", "fitted_on", "chips", "carried", DEQUANT, KV_DEQUANT, KV_REREADS_BY_KV),
         )
         lists = {}
         for key in ("fit", "fitted_on", "chips"):
@@ -280,6 +307,9 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
                 f"({', '.join(HOST_FIELDS)}) it replaces offline"
             )
         dequant, kv_dequant = (_instruction_table(t, key, where) for key in (DEQUANT, KV_DEQUANT))
+        rereads_by_kv = _format_table(
+            t, KV_REREADS_BY_KV, where, lambda v: 0 <= v <= 1, "a share of re-reads in [0, 1]", "format = re-reads"
+        )
         out[name] = Framework(
             name=name,
             multipliers=(
@@ -303,6 +333,8 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
             serial_kernels=t.get(SERIAL_KERNELS),
             host_offline=t.get(OFFLINE_HOST),
             host_tp=t.get(TP_HOST),
+            kv_rereads_by_kv=rereads_by_kv,
+            rereads_cached=t.get(REREADS_CACHED),
         )
     for f in out.values():
         if f.base is not None and f.base not in out:
@@ -339,16 +371,24 @@ def resolve_framework(name: str, chip_name: str, frameworks: dict[str, Framework
 def _instruction_table(t: dict, key: str, where: str) -> tuple[tuple[str, float], ...]:
     """A profile's table `key` (`DEQUANT`, `KV_DEQUANT`) of format = instructions per
     element, checked: formats of one kind, counts finite and >= 0."""
+    return _format_table(
+        t, key, where, lambda v: 0 <= v < float("inf"), "a number of instructions >= 0", "format = instructions"
+    )
+
+
+def _format_table(t: dict, key: str, where: str, ok, expected: str, shape: str) -> tuple[tuple[str, float], ...]:
+    """A profile's table `key` of format = number, checked: formats of one kind, each
+    number one `ok` accepts (`expected` says which)."""
     table = t.get(key, {})
     if not isinstance(table, dict):
-        raise InputError(f"{where}: field {key!r} = {table!r}: expected a table of format = instructions")
+        raise InputError(f"{where}: field {key!r} = {table!r}: expected a table of {shape}")
     known = formats()
-    for fmt, ops in table.items():
+    for fmt, value in table.items():
         if fmt not in known or known[fmt].plain is not None:
             raise InputError(
                 f"{where}: field {key!r} has {fmt!r}: expected a format of one kind of "
                 f"{sorted(k for k, f in known.items() if f.plain is None)} (a recipe of two is used as stored)"
             )
-        if isinstance(ops, bool) or not isinstance(ops, (int, float)) or not 0 <= ops < float("inf"):
-            raise InputError(f"{where}: field {key!r}: {fmt} = {ops!r}: expected a number of instructions >= 0")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(value):
+            raise InputError(f"{where}: field {key!r}: {fmt} = {value!r}: expected {expected}")
     return tuple(sorted((k, float(v)) for k, v in table.items()))
