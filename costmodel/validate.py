@@ -71,7 +71,7 @@ from .evaluation import (
     system_size,
 )
 from .io import ChipInfo, InputError, chip_info, load_model, make_scenario
-from .io.frameworks import PROFILE_FIELDS, Framework, load_frameworks, resolve_framework
+from .io.frameworks import HOST_FIELDS, PROFILE_FIELDS, Framework, load_frameworks, resolve_framework
 from .io.measurements import GROUPS, Row, load_rows, serving_row_ids
 
 
@@ -524,18 +524,25 @@ def fitted_behind(results: list[Result], frameworks: dict[str, Framework]) -> di
     fitted values it carries from another profile (`Framework.carried`) on that one's rows,
     a chip's serial latency fitted on one row (`SERIAL_LATENCY_FITS`), and a chip's prompt
     pass efficiency calibrated on serving rows (`PROMPT_PASS_FITS`), for the static-batch
-    rows whose prefill uses it. A number used by several rows or profiles counts once."""
+    rows whose prefill uses it. A number used by several rows or profiles counts once; a
+    profile's online host time per sequence is not counted where every result using the
+    profile runs offline and the profile prices that apart (`Framework.host_offline`)."""
     numbers: set[tuple[str, str]] = set()
     rows: set[str] = set()
     for name in sorted({r.framework for r in results}):
         if name not in frameworks:
             raise InputError(f"framework {name!r}: expected one of {sorted(frameworks)}")
         f = frameworks[name]
-        numbers |= {(name, k) for k in f.fit}
+        offline = f.host_offline is not None and {r.row.inference for r in results if r.framework == name} == {
+            "offline"
+        }
+        unused = {HOST_FIELDS[1]} if offline else set()
+        numbers |= {(name, k) for k in f.fit if k not in unused}
         rows |= set(f.fitted_on)
         for key, source in f.carried:
-            numbers.add((source, key))
-            rows |= set(frameworks[source].fitted_on)
+            if key not in unused:
+                numbers.add((source, key))
+                rows |= set(frameworks[source].fitted_on)
     for chip in sorted({r.row.chip for r in results} & set(SERIAL_LATENCY_FITS)):
         row, field = SERIAL_LATENCY_FITS[chip]
         numbers.add((chip, field))
