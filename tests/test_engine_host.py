@@ -198,6 +198,17 @@ def test_cli_evaluate_takes_the_inference_mode(capsys):
     assert "argument --inference: invalid choice: 'batch'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", ["evaluate", "serve"])
+def test_cli_offline_without_a_framework_is_refused(command, capsys):
+    """Without a profile the chip's one host time stands: `--inference offline` would change
+    nothing, so it is refused in one line (exit 2)."""
+    from costmodel.cli import main
+
+    assert main([command, "--model", "llama-3-8b", "--chip", "h100-sxm", "--inference", "offline"]) == 2
+    err = capsys.readouterr().err
+    assert "--inference offline: expected with --framework" in err and "Traceback" not in err
+
+
 def test_the_fits_refuse_rows_of_the_other_mode_and_a_negative_time(tmp_path):
     import costmodel.validate_serving as vs
 

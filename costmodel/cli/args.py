@@ -162,8 +162,20 @@ def add_inference_arg(p: argparse.ArgumentParser) -> None:
         choices=INFERENCE_MODES,
         help="how the --framework's engine runs: online, streaming each token to its client (default), or "
         "offline, the whole batch in the client's process (vLLM's LLM.generate: a profile may price its host "
-        "time apart)",
+        "time apart; offline needs --framework)",
     )
+
+
+def check_inference(args: argparse.Namespace) -> None:
+    """`--inference offline` needs `--framework`: only an engine's profile prices its host
+    time offline apart (`Framework.host_offline`); a chip alone has one host time."""
+    if args.inference == "offline" and args.framework is None:
+        from ..io import InputError
+
+        raise InputError(
+            "--inference offline: expected with --framework (an engine's profile prices its host time "
+            "offline; without one the chip's own host time stands and the option changes nothing)"
+        )
 
 
 def add_scenario_args(p: argparse.ArgumentParser) -> None:

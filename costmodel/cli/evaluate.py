@@ -6,7 +6,15 @@ import argparse
 from typing import Any
 
 from .._core.placement import POLICIES
-from .args import add_inference_arg, add_model_arg, add_scenario_args, micro_batches_arg, positive_int, scenario_kwargs
+from .args import (
+    add_inference_arg,
+    add_model_arg,
+    add_scenario_args,
+    check_inference,
+    micro_batches_arg,
+    positive_int,
+    scenario_kwargs,
+)
 
 
 def add_commands(sub) -> None:
@@ -93,6 +101,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     for option, path in (("--plot", args.plot), ("--history-plot", args.history_plot)):
         if path is not None:
             check_output_path(path, option)
+    check_inference(args)
 
     e = evaluate(
         args.model,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ..io import InputError
-from .args import add_inference_arg, add_model_arg, context_mix, positive_int, positive_number
+from .args import add_inference_arg, add_model_arg, check_inference, context_mix, positive_int, positive_number
 from .economics import add_economics_args
 
 
@@ -86,6 +86,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if args.plot is not None:
         check_output_path(args.plot, "--plot")
+    check_inference(args)
     info = chip_info(args.chip)
     if args.framework is not None:
         info = apply_framework(info, args.framework, inference=args.inference, kv=args.kv)
