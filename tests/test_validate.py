@@ -166,10 +166,15 @@ def test_fitted_numbers_behind_a_group_are_counted(rows):
     # twice the same profile counts once
     twice = (("gptfast-a100-llama2-7b-bf16-tp2", "gpt-fast"), ("gptfast-a100-llama2-7b-bf16-tp4", "gpt-fast"))
     assert behind(*twice) == {"parameters": 3, "rows": 3}
-    # the ROCm variant's bytes in flight (one row), the four host times it carries from vllm-0.6 (the
-    # two served on two serving rows, the offline and tensor-parallel ones on two decode rows) and,
+    # the ROCm variant's bytes in flight (one row), three of the four host times it carries from
+    # vllm-0.6 (the step time, fitted on two serving rows, and the offline and tensor-parallel ones,
+    # on two decode rows: this row runs offline, so the served per-sequence time is not used) and,
     # behind the static batch's prefill, the MI300X's prompt pass efficiency (six rows)
-    assert behind(("vllm-mi300x-tp8-llama31-405b-fp8-bs32-128-128", "vllm-0.6-rocm")) == {"parameters": 6, "rows": 11}
+    assert behind(("vllm-mi300x-tp8-llama31-405b-fp8-bs32-128-128", "vllm-0.6-rocm")) == {"parameters": 5, "rows": 11}
+    # an offline row of vllm-0.6 does not use its served per-sequence time; an online one does
+    offline = ("b11-argonne-h100-vllm-llama3-8b-fp16-tp1-b64-2048-2048", "vllm-0.6")
+    assert behind(offline) == {"parameters": 5, "rows": 7}
+    assert behind(offline, ("gptfast-a100-llama2-7b-bf16-tp2", "vllm-0.6")) == {"parameters": 6, "rows": 7}
     # llama.cpp's Metal variant fits its own two numbers and carries none of llama.cpp's
     assert behind(("llamacpp-m2max-llama2-7b-q8_0", "llama.cpp-metal")) == {"parameters": 2, "rows": 2}
     # vllm-0.6 (four host times) carries vllm's bytes in flight; with its ROCm variant the host times count once
