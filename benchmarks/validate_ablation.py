@@ -52,8 +52,9 @@ Terms:
   `Chip.attention_rereads_cached`, the vllm-0.6 profile's `kv_dequant_ops`): over an FP8
   cache vLLM 0.6 falls back from FlashAttention to its PagedAttention kernel, one thread
   block per query head, whose re-reads L2 serves and whose every read unpacks and
-  multiplies on the CUDA cores (6.15 FP32-lane slots per element). "FP8 fallback off":
-  FlashAttention assumed (the model before 2026-12-06's sixteenth session); "re-reads
+  multiplies on the CUDA cores (6.14 FP32-lane slots per element). "FP8 fallback off":
+  FlashAttention assumed, none of the three (the model before 2026-12-06's sixteenth
+  session); "re-reads
   from DRAM": the fallback's re-reads streamed from DRAM (`attention_rereads_cached` 0),
   its unpacking kept. "KV unpacking off" removes its unpacking with QServe's.
 """
@@ -130,7 +131,12 @@ def _engine_host_off(frameworks, offline=True, tp=True):
 
 
 def _fp8_fallback_off(frameworks):
-    return {k: dataclasses.replace(f, kv_rereads_by_kv=()) for k, f in frameworks.items()}
+    """FlashAttention assumed over every cache: no re-reads by format and none of the
+    fallback's unpacking (the profiles that read a cache by format unpack only there)."""
+    return {
+        k: dataclasses.replace(f, kv_rereads_by_kv=(), kv_dequant_ops=() if f.kv_rereads_by_kv else f.kv_dequant_ops)
+        for k, f in frameworks.items()
+    }
 
 
 def _cache_off(frameworks):

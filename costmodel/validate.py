@@ -71,7 +71,7 @@ from .evaluation import (
     system_size,
 )
 from .io import ChipInfo, InputError, chip_info, load_model, make_scenario
-from .io.frameworks import HOST_FIELDS, PROFILE_FIELDS, Framework, load_frameworks, resolve_framework
+from .io.frameworks import PROFILE_FIELDS, SERVED_PER_SEQUENCE, Framework, load_frameworks, resolve_framework
 from .io.measurements import GROUPS, Row, load_rows, serving_row_ids
 
 
@@ -536,7 +536,7 @@ def fitted_behind(results: list[Result], frameworks: dict[str, Framework]) -> di
         offline = f.host_offline is not None and {r.row.inference for r in results if r.framework == name} == {
             "offline"
         }
-        unused = {HOST_FIELDS[1]} if offline else set()
+        unused = {SERVED_PER_SEQUENCE} if offline else set()
         numbers |= {(name, k) for k in f.fit if k not in unused}
         rows |= set(f.fitted_on)
         for key, source in f.carried:

@@ -145,3 +145,36 @@ def test_a_profile_rereads_table_outside_zero_one_or_of_an_unknown_format_names_
     assert_profile_edit_is_refused(
         tmp_path, "attention_rereads_cached = 1.0", "attention_rereads_cached = -0.5", r"'attention_rereads_cached'"
     )
+
+
+def test_kernels_in_sequence_pay_the_cached_rereads_too():
+    """With a layer's kernels in sequence (`serial_kernels`, every GPU engine's) each class
+    is timed on its own channels: the KV classes' cached re-reads must be among them, so
+    the step is never shorter than the SRAM tier's time, here the longest channel (an L2
+    slower than DRAM, so the re-reads it serves bind)."""
+    h100 = cm.chip_preset("h100-sxm")
+    slow_cache = h100.replace(
+        serial_kernels=1.0, tiers=h100.tiers.replace(bandwidth=h100.tiers.bandwidth.at[SRAM].set(1e12))
+    )
+    cost = _step(1.0, chip=slow_cache)
+    assert float(cost.tier_seconds[SRAM]) > float(cost.tier_seconds[-1])  # the cache binds
+    assert float(cost.seconds_per_step) >= float(cost.tier_seconds[SRAM])
+    assert float(cost.seconds_per_step) > float(_step(0.0, chip=slow_cache).seconds_per_step)
+
+
+def test_the_roofline_streams_the_cached_rereads():
+    """The plot's per-class rates (`class_rates`) time the cached re-reads as the step
+    does: with them the KV class reaches less than with no re-reads at all."""
+    import dataclasses
+
+    from costmodel.report.roofline import class_rates
+
+    e = cm.evaluate("llama-3-70b", "h100-sxm", batch=64, context=8192, weights="fp8", kv="fp8")
+    kv = cm.CLASSES.index(next(c for c in cm.CLASSES if c.startswith("kv")))
+
+    def rate(rereads, cached):
+        chip = e.chip.replace(attention_kv_rereads=rereads, attention_rereads_cached=cached)
+        return float(class_rates(dataclasses.replace(e, chip=chip))[1][kv])
+
+    shared, from_cache, from_dram = rate(0.0, 0.0), rate(1.0, 1.0), rate(1.0, 0.0)
+    assert from_dram < from_cache < shared

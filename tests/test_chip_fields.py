@@ -148,11 +148,9 @@ def inert_reason(chip: cm.Chip, label: str) -> str | None:
         return "the chip has no energy figures (a time-only calibration): its power is 0 and never reaches a cap"
     if label in ("link_latency", "host_per_sequence_tp") and float(chip.link_bandwidth) <= 0:
         return "no chip-to-chip link (link_bandwidth 0): a multi-chip step is infinitely slow whatever the latency"
-    if label == "attention_rereads_cached" and float(chip.attention_kv_rereads) <= 0:
-        if float(chip.attention_heads_per_block) <= 0:
-            return (
-                "no K/V re-reads (attention_kv_rereads and attention_heads_per_block 0): nothing for the cache to serve"
-            )
+    no_rereads = float(chip.attention_kv_rereads) <= 0 and float(chip.attention_heads_per_block) <= 0
+    if label == "attention_rereads_cached" and no_rereads:
+        return "no K/V re-reads (attention_kv_rereads and attention_heads_per_block 0): nothing for the cache to serve"
     if label == "parallel_units" and float(chip.bytes_in_flight) <= 0:
         return "no bound on the bytes in flight (bytes_in_flight 0): a framework profile sets one"
     if label == "bytes_in_flight" and float(chip.parallel_units) <= 0:

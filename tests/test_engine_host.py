@@ -204,9 +204,14 @@ def test_cli_offline_without_a_framework_is_refused(command, capsys):
     nothing, so it is refused in one line (exit 2)."""
     from costmodel.cli import main
 
-    assert main([command, "--model", "llama-3-8b", "--chip", "h100-sxm", "--inference", "offline"]) == 2
+    base = [command, "--model", "llama-3-8b", "--chip", "h100-sxm", "--inference", "offline"]
+    assert main(base) == 2
     err = capsys.readouterr().err
     assert "--inference offline: expected with --framework" in err and "Traceback" not in err
+    # a profile with no offline host time: the option would change nothing either
+    assert main([*base, "--framework", "trt-llm"]) == 2
+    err = capsys.readouterr().err
+    assert "framework 'trt-llm' (profile 'trt-llm') has no host_per_sequence_offline_us" in err
 
 
 def test_the_fits_refuse_rows_of_the_other_mode_and_a_negative_time(tmp_path):

@@ -102,9 +102,13 @@ def kv_reads(traffic: Traffic, chip: Chip) -> Scalar:
 
 def cached_reread_share(chip: Chip) -> Scalar:
     """The share of the decode-attention kernels' K/V re-reads the chip's on-chip cache
-    serves (`Chip.attention_rereads_cached`), 0 on a chip with no SRAM tier."""
+    serves (`Chip.attention_rereads_cached`, clipped to [0, 1]: a share), 0 on a chip with
+    no SRAM tier. The re-reads stream at the SRAM tier's rate, so as its bandwidth goes to 0
+    their time grows without bound, then drops to the holding tier's at exactly 0 (no
+    cache): only framework profiles set the share, and the co-design's reference chips
+    leave it at 0."""
     has_cache = (chip.tiers.capacity[SRAM] > 0) & (chip.tiers.bandwidth[SRAM] > 0)
-    return jnp.where(has_cache, chip.attention_rereads_cached, 0.0)
+    return jnp.where(has_cache, jnp.clip(chip.attention_rereads_cached, 0.0, 1.0), 0.0)
 
 
 def kv_stored_reads(traffic: Traffic, chip: Chip) -> Scalar:

@@ -167,14 +167,24 @@ def add_inference_arg(p: argparse.ArgumentParser) -> None:
 
 
 def check_inference(args: argparse.Namespace) -> None:
-    """`--inference offline` needs `--framework`: only an engine's profile prices its host
-    time offline apart (`Framework.host_offline`); a chip alone has one host time."""
-    if args.inference == "offline" and args.framework is None:
-        from ..io import InputError
+    """`--inference offline` needs a `--framework` whose profile prices its host time offline
+    apart (`Framework.host_offline`): a chip alone, or another profile, has one host time,
+    and the option would change nothing."""
+    if args.inference != "offline":
+        return
+    from ..io import InputError
+    from ..io.frameworks import OFFLINE_HOST, resolve_framework
 
+    if args.framework is None:
         raise InputError(
             "--inference offline: expected with --framework (an engine's profile prices its host time "
             "offline; without one the chip's own host time stands and the option changes nothing)"
+        )
+    profile = resolve_framework(args.framework, args.chip)
+    if profile.host_offline is None:
+        raise InputError(
+            f"--inference offline: framework {args.framework!r} (profile {profile.name!r}) has no {OFFLINE_HOST}: "
+            "expected a profile that prices its host time offline (the option would change nothing)"
         )
 
 

@@ -54,6 +54,10 @@ more than one chip (`Chip.host_per_sequence_tp`), µs: vLLM's V0 engine prepares
 inputs on its driver process and broadcasts them to the other tensor-parallel workers
 (https://blog.vllm.ai/2025/01/27/v1-alpha-release.html, section 4). Absent: 0."""
 
+SERVED_PER_SEQUENCE = HOST_FIELDS[1]
+"""The online host time per sequence (`host_per_sequence_us`): an offline run prices its own
+(`OFFLINE_HOST`) where the profile gives one, and does not use it."""
+
 ENGINE_HOST_FIELDS = (OFFLINE_HOST, TP_HOST)
 """The host times fitted on static-batch decode rows run offline
 (`costmodel.validate.fit_engine_host`), not in the log vector."""
