@@ -367,25 +367,35 @@ def prompt_seconds(
     return np.asarray(seconds, dtype=float)
 
 
-def output_length_pmf(mean: float, lengths: str) -> np.ndarray:
+def output_length_pmf(mean: float, lengths: str, cap: float | None = None) -> np.ndarray:
     """P(a request emits k output tokens) for k = 1, 2, ... (index k - 1).
 
     - "fixed": every request emits the same number (`ignore_eos` with a fixed
       length): `mean` itself, split between the two whole numbers around it so the
       mean is exact.
-    - "varied": lengths differ per request (dataset completions stopping at EOS):
-      geometric, every token ending its request with the same probability `1 / mean`,
-      the maximum-entropy distribution of a positive whole number with a given mean
+    - "varied": lengths differ per request (dataset completions stopping at EOS): the
+      maximum-entropy distribution of a positive whole number with a given mean
       (E. T. Jaynes, "Information Theory and Statistical Mechanics", Phys. Rev. 106,
-      1957). An assumption: a published length distribution is not in the rows; its
-      tail sets how long a burst drains.
+      1957). With no bound it is geometric, every token ending its request with the
+      same probability `1 / mean`; where the client caps each request at `cap` tokens
+      (its `max_tokens`) the lengths run over 1 ... `cap` only and the distribution
+      is `P(k) ∝ exp(λ k)` with λ set by the mean (`_tilted`): falling where the mean
+      is below `(1 + cap) / 2`, uniform at it, rising towards the cap above it (most
+      requests stopped by the cap, as when a sonnet prompt asks for 150 tokens). An
+      assumption either way: a published length distribution is not in the rows; its
+      tail sets how long a burst drains, its head how much a short request's time per
+      token counts.
 
     Raises:
-        InputError: a mean below 1 or an unknown kind.
+        InputError: a mean below 1, above `cap` or an unknown kind.
     """
     if not 1 <= mean <= MAX_OUTPUT_TOKENS:
         raise InputError(
             f"output_tokens = {mean!r}: expected a mean of at least 1 token and at most {MAX_OUTPUT_TOKENS}"
+        )
+    if cap is not None and not mean <= cap <= MAX_OUTPUT_TOKENS:
+        raise InputError(
+            f"output_cap = {cap!r}: expected at least the mean output length {mean:g} and at most {MAX_OUTPUT_TOKENS}"
         )
     if lengths == "fixed":
         lo = math.floor(mean)
@@ -394,6 +404,8 @@ def output_length_pmf(mean: float, lengths: str) -> np.ndarray:
         pmf[lo] = mean - lo
         return pmf if pmf[-1] > 0 else pmf[:-1]
     if lengths == "varied":
+        if cap is not None:
+            return _tilted(mean, math.floor(cap))
         q = 1.0 / mean
         if q >= 1.0:
             return np.ones(1)
@@ -402,6 +414,27 @@ def output_length_pmf(mean: float, lengths: str) -> np.ndarray:
         pmf[-1] += 1.0 - pmf.sum()  # the tail's mass on the last length (< 1e-9)
         return pmf
     raise InputError(f"output_lengths = {lengths!r}: expected one of ['fixed', 'varied']")
+
+
+def _tilted(mean: float, n: int) -> np.ndarray:
+    """The maximum-entropy distribution on 1 ... n with mean `mean` (1 <= mean <= n):
+    `P(k) ∝ exp(λ k)`, λ found by bisection (the mean rises with λ); a point mass at 1
+    or n where the mean is there."""
+    k = np.arange(1.0, n + 1.0)
+    if mean <= 1.0 or n == 1:
+        return np.eye(1, n)[0]
+    if mean >= n:
+        return np.eye(1, n, n - 1)[0]
+
+    def pmf(lam: float) -> np.ndarray:
+        w = np.exp(lam * (k - (n if lam > 0 else 1.0)))  # the largest weight is 1: no overflow
+        return w / w.sum()
+
+    lo, hi = -60.0, 60.0  # means within about e^-60 of 1 or n: the point masses above
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if float(np.dot(k, pmf(mid))) < mean else (lo, mid)
+    return pmf((lo + hi) / 2.0)
 
 
 @dataclasses.dataclass(frozen=True)

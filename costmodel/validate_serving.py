@@ -28,8 +28,9 @@ to the chip) at mean context `prompt + output / 2`, on the row's split:
   nothing, each prompt prefilled when its request is admitted, at most the largest
   batch the memory holds (and the engine runs) at once, until the longest request
   ends; the row's `output_lengths` say whether every request emits `output_tokens`
-  ("fixed") or lengths vary around that mean ("varied": geometric,
-  `costmodel.serving.output_length_pmf`). The throughput is all output tokens over
+  ("fixed") or lengths vary around that mean ("varied": the maximum-entropy
+  distribution with that mean, geometric, or over 1 ... `output_cap` where the row's
+  client capped each request there, `costmodel.serving.output_length_pmf`). The throughput is all output tokens over
   that time; the TPOT is the mean over requests of each one's time per output token
   after its first, as serving benchmarks average it, or the median inter-token latency
   where the row's `tpot_statistic` says its figure is that.
@@ -133,6 +134,7 @@ class ServingRow:
     blind: str = ""
     arrival: str = "closed"
     output_lengths: str = ""
+    output_cap: float | None = None
     tpot_statistic: str = "mean"
     max_batch: int | None = None
     memory_fraction: float | None = None
@@ -183,6 +185,7 @@ def load_serving_rows(
                 "tpot_limit_ms": "positive",
                 "max_batch": "count",
                 "memory_fraction": "fraction",
+                "output_cap": "positive",
             },
             strings=(
                 "id",
@@ -255,6 +258,12 @@ def load_serving_rows(
                 "row with 'concurrency' (its clients run in waves), or a burst (arrival = 'burst'); "
                 "otherwise none (a steady load is served at its mean length)"
             )
+        if "output_cap" in t and (t.get("output_lengths") != "varied" or not t["output_cap"] >= t["output_tokens"]):
+            raise InputError(
+                f"{where}: field 'output_cap' = {t['output_cap']:g}: expected the most tokens a request may emit "
+                f"(its max_tokens), at least output_tokens = {t['output_tokens']:g}, on a burst whose "
+                "output_lengths = 'varied'"
+            )
         if t.get("tpot_statistic") == "per_stream" and "concurrency" not in t:
             raise InputError(
                 f"{where}: field 'tpot_statistic' = 'per_stream': expected a row with 'concurrency' "
@@ -263,8 +272,12 @@ def load_serving_rows(
         if t.get("arrival") == "burst" or t.get("output_lengths") == "fixed":
             from .serving import MAX_BURST, MAX_OUTPUT_TOKENS
 
-            for key, hi in (("concurrency", MAX_BURST), ("output_tokens", MAX_OUTPUT_TOKENS)):
-                if not 1 <= t[key] <= hi:
+            for key, hi in (
+                ("concurrency", MAX_BURST),
+                ("output_tokens", MAX_OUTPUT_TOKENS),
+                ("output_cap", MAX_OUTPUT_TOKENS),
+            ):
+                if key in t and not 1 <= t[key] <= hi:
                     kind = "a burst" if t.get("arrival") == "burst" else "waves of fixed-length requests"
                     raise InputError(f"{where}: field {key!r} = {t[key]:g}: expected 1 to {hi} for {kind}")
         count = lambda key: int(t[key])
@@ -295,6 +308,7 @@ def load_serving_rows(
                 blind=t.get("blind", ""),
                 arrival=t.get("arrival", "closed"),
                 output_lengths=t.get("output_lengths", ""),
+                output_cap=t.get("output_cap"),
                 tpot_statistic=t.get("tpot_statistic", "mean"),
                 max_batch=int(t["max_batch"]) if "max_batch" in t else None,
                 memory_fraction=t.get("memory_fraction"),
@@ -489,7 +503,9 @@ def _burst_parts(
         weights=row.weights,
         kv=row.kv,
     )
-    return _BurstParts(slots, (b, step), (admitted, pre), output_length_pmf(row.output_tokens, row.output_lengths))
+    return _BurstParts(
+        slots, (b, step), (admitted, pre), output_length_pmf(row.output_tokens, row.output_lengths, row.output_cap)
+    )
 
 
 def _burst_served(row: ServingRow, parts: _BurstParts) -> ServingResult:

@@ -36,6 +36,65 @@ def test_output_length_pmfs_keep_the_mean():
         output_length_pmf(0.5, "fixed")
 
 
+def _entropy(pmf):
+    q = pmf[pmf > 0]
+    return float(-np.sum(q * np.log(q)))
+
+
+@pytest.mark.parametrize("mean,cap", [(1.5, 4), (10.0, 150), (56.5, 150), (75.5, 150), (119.3, 150), (1015.9, 1024)])
+def test_capped_lengths_are_the_maximum_entropy_distribution_on_one_to_the_cap(mean, cap):
+    pmf = output_length_pmf(mean, "varied", cap)
+    k = np.arange(1, len(pmf) + 1)
+    assert len(pmf) == cap and pmf.sum() == pytest.approx(1.0, abs=1e-12) and (pmf >= 0).all()
+    assert np.dot(k, pmf) == pytest.approx(mean, rel=1e-9)
+    # exponential in k: log P(k + 1) - log P(k) is one constant, of the sign of mean - (1 + cap) / 2
+    steps = np.diff(np.log(pmf))
+    assert np.allclose(steps, steps[0], rtol=1e-6, atol=1e-9)
+    middle = (1 + cap) / 2
+    assert steps[0] == pytest.approx(0.0, abs=1e-9) if mean == middle else np.sign(steps[0]) == np.sign(mean - middle)
+    # Any other distribution on 1 ... cap with the same mean has less entropy: move mass
+    # between three lengths keeping the total and the mean (Jaynes' variational property).
+    checked = 0
+    for a, b, c in ((1, 2, 3), (cap - 2, cap - 1, cap), (1, cap // 2, cap)):
+        t = 1e-3 * min(pmf[a - 1], pmf[c - 1]) / 2
+        other = pmf.copy()
+        other[a - 1] += t * (c - b)
+        other[c - 1] += t * (b - a)
+        other[b - 1] -= t * (c - a)
+        if min(pmf[a - 1], pmf[b - 1], pmf[c - 1]) > 1e-6:  # a change float64 can see (second order in t)
+            assert np.dot(k, other) == pytest.approx(mean, rel=1e-12)
+            assert _entropy(other) < _entropy(pmf)
+            checked += 1
+    assert checked >= 1
+
+
+def test_capped_lengths_at_the_edges_and_far_from_the_cap():
+    assert output_length_pmf(150.0, "varied", 150).argmax() == 149 and output_length_pmf(150.0, "varied", 150)[-1] == 1
+    assert output_length_pmf(1.0, "varied", 150)[0] == 1
+    np.testing.assert_allclose(output_length_pmf(256.5, "varied", 512), np.full(512, 1 / 512), rtol=1e-9)
+    # A cap far above the mean changes nothing: the geometric distribution, cut at the cap.
+    free, capped = output_length_pmf(20.0, "varied"), output_length_pmf(20.0, "varied", 2000)
+    assert np.abs(np.pad(free, (0, 2000 - len(free))) - capped).sum() < 1e-6
+    with pytest.raises(InputError, match="output_cap = 100"):
+        output_length_pmf(120.0, "varied", 100)
+
+
+def test_a_cap_ends_the_drain_and_the_short_requests_that_weigh_in_the_tpot():
+    """Lengths under a cap near the mean: the burst ends by the cap (not the geometric
+    tail's m x H_n), and fewer requests of a few tokens carry a whole prefill wait in
+    their time per token."""
+    n, m, cap = 64, 119.3, 150
+    free = burst(n, output_length_pmf(m, "varied"), 128, DECODE, PREFILL)
+    capped = burst(n, output_length_pmf(m, "varied", cap), 128, DECODE, PREFILL)
+    assert capped.seconds <= p(n) + (cap - 1) * d(n) + 1e-9 < free.seconds
+    assert capped.tpot < free.tpot
+    # the wait for the burst's prompts over a request's tokens, averaged over requests
+    pmf = output_length_pmf(m, "varied", cap)
+    k = np.arange(2, cap + 1)
+    wait = p(n) * (1 - (n + 1) / (2 * n))
+    assert capped.tpot == pytest.approx(wait * np.sum(pmf[1:] / (k - 1)) / pmf[1:].sum(), rel=0.05, abs=d(n))
+
+
 def test_one_request_of_fixed_length_is_a_prefill_then_its_decode_steps():
     m = 57
     r = burst(1, output_length_pmf(m, "fixed"), 64, DECODE, PREFILL)
@@ -243,6 +302,18 @@ def test_a_burst_row_is_its_prefill_and_its_decode_steps(tmp_path):
         (
             ('arrival = "burst"\noutput_lengths = "fixed"', 'output_lengths = "varied"'),
             ("field 'output_lengths' = 'varied'", "expected 'fixed' on a closed-loop row"),
+        ),
+        (
+            ('output_lengths = "fixed"', 'output_lengths = "fixed"\noutput_cap = 150'),
+            ("field 'output_cap' = 150", "output_lengths = 'varied'"),
+        ),
+        (
+            ('output_lengths = "fixed"', 'output_lengths = "varied"\noutput_cap = 100'),
+            ("field 'output_cap' = 100", "at least output_tokens = 128"),
+        ),
+        (
+            ('output_lengths = "fixed"', 'output_lengths = "varied"\noutput_cap = 1e9'),
+            ("field 'output_cap' = 1e+09", "expected 1 to 131072"),
         ),
     ],
 )
