@@ -12,6 +12,8 @@ Variants (the rows as they are, every other term unchanged):
   = "fixed"` without `arrival`: `ServingRow.waves`) served in a steady state rather than
   in waves, each a burst of `concurrency` requests (the model before 2026-12-06);
 - "varied lengths as fixed": a burst's lengths all equal to their mean (no drain);
+- "no output caps": a burst's varied lengths geometric whatever its client's `output_cap`
+  (the model before 2026-12-07);
 - "engines without rows bare": the tgi, vllm-0.5 and lmdeploy-0.1 rows served by the bare
   chip (`native`, as before those profiles carried their family's values);
 - "Meta's FP8 as plain fp8": the `fp8-meta` rows (attention and tables in BF16) as `fp8`;
@@ -79,6 +81,7 @@ def main() -> None:
         "varied lengths as fixed": [
             dataclasses.replace(r, output_lengths="fixed") if r.arrival == "burst" else r for r in rows
         ],
+        "no output caps": [dataclasses.replace(r, output_cap=None) for r in rows],
         "engines without rows bare": [
             dataclasses.replace(r, framework="native") if r.framework in ("tgi", "vllm-0.5", "lmdeploy-0.1") else r
             for r in rows
