@@ -387,15 +387,17 @@ def output_length_pmf(mean: float, lengths: str, cap: float | None = None) -> np
       token counts.
 
     Raises:
-        InputError: a mean below 1, above `cap` or an unknown kind.
+        InputError: a mean below 1, a cap below the mean or not a whole number, or an
+            unknown kind.
     """
     if not 1 <= mean <= MAX_OUTPUT_TOKENS:
         raise InputError(
             f"output_tokens = {mean!r}: expected a mean of at least 1 token and at most {MAX_OUTPUT_TOKENS}"
         )
-    if cap is not None and not mean <= cap <= MAX_OUTPUT_TOKENS:
+    if cap is not None and not (mean <= cap <= MAX_OUTPUT_TOKENS and cap == math.floor(cap)):
         raise InputError(
-            f"output_cap = {cap!r}: expected at least the mean output length {mean:g} and at most {MAX_OUTPUT_TOKENS}"
+            f"output_cap = {cap!r}: expected a whole number of tokens, at least the mean output length {mean:g} "
+            f"and at most {MAX_OUTPUT_TOKENS}"
         )
     if lengths == "fixed":
         lo = math.floor(mean)
@@ -405,7 +407,7 @@ def output_length_pmf(mean: float, lengths: str, cap: float | None = None) -> np
         return pmf if pmf[-1] > 0 else pmf[:-1]
     if lengths == "varied":
         if cap is not None:
-            return _tilted(mean, math.floor(cap))
+            return _tilted(mean, int(cap))
         q = 1.0 / mean
         if q >= 1.0:
             return np.ones(1)

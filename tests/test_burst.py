@@ -77,6 +77,8 @@ def test_capped_lengths_at_the_edges_and_far_from_the_cap():
     assert np.abs(np.pad(free, (0, 2000 - len(free))) - capped).sum() < 1e-6
     with pytest.raises(InputError, match="output_cap = 100"):
         output_length_pmf(120.0, "varied", 100)
+    with pytest.raises(InputError, match="output_cap = 150.5: expected a whole number"):
+        output_length_pmf(120.0, "varied", 150.5)
 
 
 def test_a_cap_ends_the_drain_and_the_short_requests_that_weigh_in_the_tpot():
@@ -310,6 +312,10 @@ def test_a_burst_row_is_its_prefill_and_its_decode_steps(tmp_path):
         (
             ('output_lengths = "fixed"', 'output_lengths = "varied"\noutput_cap = 100'),
             ("field 'output_cap' = 100", "at least output_tokens = 128"),
+        ),
+        (
+            ('output_lengths = "fixed"', 'output_lengths = "varied"\noutput_cap = 150.5'),
+            ("field 'output_cap' = 150.5", "whole number"),
         ),
         (
             ('output_lengths = "fixed"', 'output_lengths = "varied"\noutput_cap = 1e9'),
