@@ -34,11 +34,13 @@ Variants (the rows as they are, every other term unchanged):
   step's bytes and FLOPs overlap, as before 2026-12-06; fitted numbers not refitted).
 Each line: median and p90 absolute error of the scored figures (TPOT and throughput) over
 the held-out rows, over the burst rows alone, over the blind checks' rows, and over the
-fourth to ninth blind checks' (the fourth all bursts; the fifth mostly steady loads;
+fourth to tenth blind checks' (the fourth all bursts; the fifth mostly steady loads;
 the sixth NIM's closed loops, TensorRT-LLM's and AMD's bursts; the seventh mostly vLLM
 0.4-0.7; the eighth bursts of TensorRT-LLM 0.5-0.8 and vLLM 0.6-0.10, scored after
 trt-llm-0.7's bytes in flight; the ninth TensorRT-LLM 0.8 static batches on H100/H200,
-SGLang 0.5.6 closed loops, vLLM 0.6-0.7 on MI300X and H100, AWQ int4 among them)."""
+SGLang 0.5.6 closed loops, vLLM 0.6-0.7 on MI300X and H100, AWQ int4 among them; the
+tenth, of 2026-12-07, offline bursts capped at 512 tokens, vLLM 0.4-0.6 closed loops and
+vLLM 0.5.4 ShareGPT bursts)."""
 
 import contextlib
 import dataclasses
@@ -60,8 +62,11 @@ def _line(name: str, results: list[vs.ServingResult], burst_ids: set[str]) -> st
     bursts = [r for r in test if r.row.id in burst_ids]
     blind = [r for r in test if r.row.blind]
     line = f"{name:26s} all {figs(test)}  bursts {figs(bursts)}  blind {figs(blind)}"
-    for n in ("fourth", "fifth", "sixth", "seventh", "eighth", "ninth"):
-        rs = [r for r in test if r.row.blind == f"2026-12-05, {n} check"]
+    for n, day in (
+        *((n, "2026-12-05") for n in ("fourth", "fifth", "sixth", "seventh", "eighth", "ninth")),
+        ("tenth", "2026-12-07"),
+    ):
+        rs = [r for r in test if r.row.blind == f"{day}, {n} check"]
         if rs or n in ("fourth", "fifth", "sixth"):  # the later checks only once their rows exist
             line += f"  {n} check {figs(rs)}"
     return line
