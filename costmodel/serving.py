@@ -380,11 +380,11 @@ def output_length_pmf(mean: float, lengths: str, cap: float | None = None) -> np
       same probability `1 / mean`; where the client caps each request at `cap` tokens
       (its `max_tokens`) the lengths run over 1 ... `cap` only and the distribution
       is `P(k) ∝ exp(λ k)` with λ set by the mean (`_tilted`): falling where the mean
-      is below `(1 + cap) / 2`, uniform at it, rising towards the cap above it (most
-      requests stopped by the cap, as when a sonnet prompt asks for 150 tokens). An
-      assumption either way: a published length distribution is not in the rows; its
-      tail sets how long a burst drains, its head how much a short request's time per
-      token counts.
+      is below `(1 + cap) / 2`, uniform at it, rising towards the cap above it (lengths
+      piled towards the cap, as when sonnet prompts that ask for at most 150 tokens
+      average 119). An assumption either way: a published length distribution is not
+      in the rows; its tail sets how long a burst drains, its head how much a short
+      request's time per token counts. A "fixed" length ignores the cap (checked only).
 
     Raises:
         InputError: a mean below 1, a cap below the mean or not a whole number, or an
@@ -435,6 +435,8 @@ def _tilted(mean: float, n: int) -> np.ndarray:
     lo, hi = -60.0, 60.0  # means within about e^-60 of 1 or n: the point masses above
     for _ in range(200):
         mid = (lo + hi) / 2.0
+        if mid in (lo, hi):  # the interval is down to adjacent floats
+            break
         lo, hi = (mid, hi) if float(np.dot(k, pmf(mid))) < mean else (lo, mid)
     return pmf((lo + hi) / 2.0)
 
