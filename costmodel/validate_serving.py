@@ -31,9 +31,10 @@ to the chip) at mean context `prompt + output / 2`, on the row's split:
   ("fixed") or lengths vary around that mean ("varied": the maximum-entropy
   distribution with that mean, geometric, or over 1 ... `output_cap` where the row's
   client capped each request there, `costmodel.serving.output_length_pmf`). The
-  throughput is all output tokens over that time; the TPOT is the mean over requests of each one's time per output token
-  after its first, as serving benchmarks average it, or the median inter-token latency
-  where the row's `tpot_statistic` says its figure is that.
+  throughput is all output tokens over that time; the TPOT is the mean over requests
+  of each one's time per output token after its first, as serving benchmarks average
+  it, or the median inter-token latency where the row's `tpot_statistic` says its
+  figure is that.
 - **closed-loop waves** (`concurrency` clients whose requests all emit `output_tokens`,
   `output_lengths = "fixed"`: a forced length, or every request reaching one cap):
   clients started together are admitted together, finish in the same step and send
