@@ -96,6 +96,7 @@ def _problem(budget_usd=None, n_stacks="auto"):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "budget_usd,index,objective",
     [(None, 2, "latency"), (None, 3, "latency"), (None, 3, "cost"), (3000.0, 4, "latency"), (3000.0, 2, "cost")],
@@ -115,6 +116,7 @@ def test_gradients_through_the_design_variables_match_float64_finite_differences
     assert g == pytest.approx(fd, rel=1e-4)
 
 
+@pytest.mark.slow
 def test_gradient_through_the_dollar_budget_matches_float64_finite_differences(x64):
     problem = _problem(3000.0)
     placement = jnp.full((1, len(cm.ROWS), 3), 1 / 3)

@@ -342,6 +342,7 @@ def test_fits_refuse_burst_rows(tmp_path):
             fit(rows)
 
 
+@pytest.mark.slow
 def test_a_burst_row_takes_the_engines_host_time_or_none(tmp_path):
     path = tmp_path / "serving.toml"
     path.write_text(ROW.format(n=16).replace('framework = "native"', 'framework = "vllm-0.6"'))
@@ -395,6 +396,7 @@ def test_fixed_length_clients_run_in_waves(tmp_path):
     assert w.ttft_ms > 4 * steady.ttft_ms
 
 
+@pytest.mark.slow
 def test_clients_beyond_the_memory_wait_for_a_wave(tmp_path):
     """More clients than the memory holds at the requests' last token: the engine runs
     full waves of the slots, and by Little's law each request waits concurrency / slots
@@ -435,6 +437,7 @@ def test_a_per_stream_tpot_is_the_throughput_restated(tmp_path, waves):
     assert vs.summary([mean])["scored"]["n"] == 2
 
 
+@pytest.mark.slow
 def test_a_host_fit_on_waves_adds_the_host_time_exactly_and_recovers_it(tmp_path):
     """`fit_host` prices a wave row's host time on curves computed once without it
     (`with_host_burst`): the same figures as the row evaluated with that host time; and

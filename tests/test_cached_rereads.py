@@ -88,6 +88,7 @@ def test_inert_without_rereads_gqa_or_a_cache():
         assert b == pytest.approx(a, rel=1e-7), kwargs
 
 
+@pytest.mark.slow
 def test_gradient_matches_finite_differences(x64):
     c0, h = 0.4, 1e-5
     f = lambda c: _step(c).seconds_per_step

@@ -342,6 +342,7 @@ def test_hit_fraction_knee_and_monotone():
     assert float(bw[-1]) == pytest.approx(10e9, rel=0.02) and float(bw[0]) == pytest.approx(80e9, rel=0.02)
 
 
+@pytest.mark.slow
 def test_decode_prediction_is_the_core():
     """A decode row is priced by costmodel.decode_cost on to_chip(knobs)."""
     k = _knobs()
@@ -357,6 +358,7 @@ def test_decode_prediction_is_the_core():
     assert float(F.predict(k, data, hard=True)[0]) == pytest.approx(float(hard), rel=1e-5)
 
 
+@pytest.mark.slow
 def test_loss_gradients_finite_and_match_finite_differences(x64):
     rows = [_micro_row("stream", s, s / 2, seconds=s / 20e9) for s in (1e4, 1e6, 1e8, 1e9)]
     rows += [_micro_row("gemm", 3e6, 2e9, seconds=0.05, m=8.0), _decode_row(seconds=2e-3)]
@@ -443,6 +445,7 @@ def test_recovery_within_uncertainty():
     assert F.mape(pred, data.measured) < 0.05
 
 
+@pytest.mark.slow
 def test_unconverged_fit_says_so():
     rows = _synthetic_rows()[:20]
     data = F.make_dataset(rows)

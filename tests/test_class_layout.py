@@ -36,6 +36,7 @@ def _costs(model, chip, profile, policy, **scenario):
     return both
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize("model", ["llama-3-8b", "gemma-2-9b", "mixtral-8x7b"])
 def test_class_traffic_is_the_buckets_summed(x64, model, profile):
@@ -49,6 +50,7 @@ def test_class_traffic_is_the_buckets_summed(x64, model, profile):
     np.testing.assert_array_equal(class_sum(classes.flops), classes.flops)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize("chip", ["h100-sxm", "hbm-pim-gpu", "sn40l"])
 def test_dram_placement_is_exact_for_every_profile(x64, chip, profile):
@@ -59,6 +61,7 @@ def test_dram_placement_is_exact_for_every_profile(x64, chip, profile):
             np.testing.assert_allclose(getattr(b, f), getattr(a, f), rtol=1e-12, atol=1e-9, err_msg=f)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["greedy", "sram", "pim_kv", "pim"])
 @pytest.mark.parametrize("chip", ["hbm-pim-gpu", "groq-lpu", "a100-40gb-sxm"])
 def test_dense_profile_is_the_same_to_block_rounding(x64, chip, policy):
@@ -153,6 +156,7 @@ SPECS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SPECS))
 def test_sweep_takes_the_class_layout_only_where_it_is_the_same(name):
     spec, buckets, rtol = SPECS[name]

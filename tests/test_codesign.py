@@ -120,6 +120,7 @@ def math_inf():
     return float("inf")
 
 
+@pytest.mark.slow
 def test_without_capacity_limits_fractions_follow_bandwidth():
     # Unlimited capacities: the closed form is x_t proportional to effective bandwidth.
     problem, w = _parallel_tier_problem()

@@ -115,6 +115,7 @@ def test_each_chip_unpacks_its_share_of_the_weights():
     assert extra(two) == pytest.approx(extra(one) / 2, rel=0.05)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch", [1, 32])
 def test_monotone(batch):
     """More instructions never speed a step; more concurrency, less latency or a faster
@@ -145,6 +146,7 @@ def test_monotone(batch):
     assert np.all(np.diff(times) >= -1e-12)
 
 
+@pytest.mark.slow
 def test_gradients_match_finite_differences(x64):
     base = jax.tree.map(lambda x: jnp.asarray(x, jnp.float64), _chip())
 

@@ -157,6 +157,7 @@ def test_bad_fields_are_refused_in_one_line(tmp_path, table, text, match):
             load_frameworks(path)
 
 
+@pytest.mark.slow
 def test_the_two_fields_move_only_their_rows():
     """Without them (the model before), an online row on one chip prices the same; an
     offline row moves by the offline host time, and an online row on more than one chip by

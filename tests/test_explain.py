@@ -25,6 +25,7 @@ def _explain(model, chip, batch, context, **kw):
     return e, explain(e.workload, e.chip, ECON, policy=e.info.placement, **kw)
 
 
+@pytest.mark.slow
 def test_h100_batch_1_is_memory_bound_and_large_batch_turns_compute_bound():
     _, small = _explain("llama-3-8b", "h100-sxm", 1, 4096)
     el = small.record["elasticities"]
@@ -58,6 +59,7 @@ ALL = ("peak_flops", "bandwidth.sram", "bandwidth.pim", "bandwidth.dram", "pim_f
 CAPS = ("capacity.sram", "capacity.pim", "capacity.dram")
 
 
+@pytest.mark.slow
 def test_elasticities_match_finite_differences():
     # float32, as the CLI runs (and sharing its compiled program): log(USD/token) ~ -16
     # has an ulp of ~2e-6, so h = 1e-2 keeps the rounding error of the difference ~1e-4.
@@ -137,6 +139,7 @@ def test_cascade_equals_the_policy_when_everything_fits():
         )
 
 
+@pytest.mark.slow
 def test_sustained_mode_reports_the_power_cap():
     e = cm.evaluate("llama-3-8b", "h100-sxm", batch=1024, context=512)
     chip = e.chip.replace(power_cap=300.0)

@@ -5,6 +5,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 
 EXTRAS = ("rich", "matplotlib", "pyarrow", "pandas", "flax")
 
@@ -16,6 +18,7 @@ def run_without_extras(code: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)], capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_the_model_needs_no_extras():
     proc = run_without_extras(
         """

@@ -69,6 +69,7 @@ def _fd_log(f, x, h=1e-5):
     return out.reshape(np.shape(x))
 
 
+@pytest.mark.slow
 def test_gradient_wrt_every_chip_parameter_matches_finite_differences(x64):
     w, chip, logits = _workload(), _chip(), _logits()
     grads = jax.grad(_objective)(chip, logits, w)
@@ -99,6 +100,7 @@ def test_gradient_wrt_placement_logits_matches_finite_differences(x64):
     np.testing.assert_allclose(g, fd, rtol=1e-4, atol=1e-8)
 
 
+@pytest.mark.slow
 def test_gradient_wrt_design_matches_finite_differences(x64):
     """Through the two-die model (`design_point`, `chip_from_design`): the design vector
     (compute/SRAM logits, PIM-share logit; the stack logit unused with fixed stacks) and
@@ -131,6 +133,7 @@ def test_gradient_wrt_design_matches_finite_differences(x64):
     assert np.all(np.isfinite(g)) and np.all(np.abs(g) > 0)
 
 
+@pytest.mark.slow
 def test_gradients_are_finite_for_empty_classes_and_absent_tiers(x64):
     # A dense model (no experts), no prefix, no sliding layers, a chip without PIM or
     # links: every double-where must keep the gradient finite.

@@ -211,6 +211,7 @@ def test_several_queries_per_read_multiply_attention_flops_not_kv_reads():
 # --- placements over buckets ----------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(PROFILES))
 def test_more_sram_never_slows_a_step(name):
     w = _workload(PROFILES[name], batch=16)
@@ -226,6 +227,7 @@ def test_more_sram_never_slows_a_step(name):
         assert np.all(np.diff(s) <= 1e-6 * s[:-1]), (name, whole)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["topk", "window-sinks", "heavy"])
 def test_the_hard_placement_beats_every_whole_class_placement(name):
     """Greedy by access density over buckets is at least as fast as any placement that
@@ -266,6 +268,7 @@ def _soft_seconds(profile, logits, sram):
     return jnp.log(cm.decode_cost(w, _sram_chip(sram), cm.soft_placement(logits, 0.8)).seconds_per_step)
 
 
+@pytest.mark.slow
 def test_gradients_wrt_profile_logits_and_capacity_match_finite_differences(x64):
     profile = cm.AccessProfile(sink_tokens=64.0, recent_tokens=1500.0, kept_fraction=0.6, budget_tokens=3000.0)
     logits = jnp.asarray(np.random.default_rng(1).normal(size=(len(cm.ROWS), 3)))

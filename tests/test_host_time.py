@@ -54,6 +54,7 @@ def test_per_pass_with_micro_batches(x64):
     assert float(hosted.seconds_per_step - base.seconds_per_step) == pytest.approx(1e-3 + 1e-4 * 4, rel=1e-9)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["h100-sxm", "groq-lpu", "hbm-pim-gpu", "m2-max-30c"])
 def test_more_host_time_never_speeds_a_step(name):
     chip = cm.chip_preset(name)
@@ -121,6 +122,7 @@ def test_serving_profiles_carry_their_fitted_host_time():
     assert all(rows[i].status == "fit" for i in calibration.ROWS if rows[i].arrival == "burst")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "chip", "family"),
     [
@@ -164,6 +166,7 @@ def test_apply_host_replaces_the_chips_own():
     assert float(apply_framework(info, "vllm").chip.host_step) == pytest.approx(9e-3)
 
 
+@pytest.mark.slow
 def test_an_engines_memory_fraction_holds_fewer_sequences(tmp_path):
     """vLLM allocates 90 % of each GPU's memory (--gpu-memory-utilization): the DRAM
     tier's capacity, and nothing else, is scaled, so the largest batch that fits is
@@ -209,6 +212,7 @@ def test_chip_files_write_the_host_fields():
     assert "host_step_us" not in plain and "host_per_sequence_us" not in plain  # at 0: left out, as before
 
 
+@pytest.mark.slow
 def test_an_engines_batch_cap_bounds_the_served_batch():
     """vLLM runs at most `--max-num-seqs` (256) sequences per step: `serve` keeps no
     larger batch, and a load beyond it is served at the cap, overloaded."""

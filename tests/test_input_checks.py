@@ -151,6 +151,7 @@ def test_every_model_preset_is_consistent():
 # --- 2. a system's chip count: tensor parallelism divides the heads; max_chips ------
 
 
+@pytest.mark.slow
 def test_chips_not_dividing_the_heads_subprocess():
     # llama-3-8b: 32 query heads, 8 KV heads; three chips lay out as TP 3 x PP 1.
     code, out, err = run_subprocess(["evaluate", "--model", "llama-3-8b", "--chips", "3"])
@@ -364,6 +365,7 @@ def test_unwritable_folder(capsys):
     one_error_line(err, "--plot /proc/x.png", "folder /proc is not writable")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suffix", [".png", ".PDF", ".svg"])
 def test_supported_plot_formats_are_written(tmp_path, capsys, suffix):
     path = tmp_path / f"roofline{suffix}"

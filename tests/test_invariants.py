@@ -25,6 +25,7 @@ def _with_tiers(chip, **fields):
     return chip.replace(tiers=chip.tiers.replace(**fields))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", SEEDS)
 def test_more_bandwidth_never_slows_a_step(seed):
     _, w, chip, placement = _random_case(seed, ordered=False)
@@ -39,6 +40,7 @@ def test_more_bandwidth_never_slows_a_step(seed):
     assert cm.decode_cost(w, faster, placement).seconds_per_step <= base * (1 + 1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", SEEDS)
 def test_more_capacity_never_raises_cost_at_a_fixed_placement(seed):
     # With serial channels (p = 1) keeping a byte in a faster, cheaper tier always
@@ -56,6 +58,7 @@ def test_more_capacity_never_raises_cost_at_a_fixed_placement(seed):
         assert cost.overflow_bytes <= base.overflow_bytes * (1 + 1e-6) + 1e-3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", SEEDS)
 def test_overflow_never_grows_with_capacity(seed):
     _, w, chip, placement = _random_case(seed, ordered=False)
@@ -64,6 +67,7 @@ def test_overflow_never_grows_with_capacity(seed):
     assert cm.decode_cost(w, bigger, placement).overflow_bytes <= base * (1 + 1e-6) + 1e-3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", SEEDS)
 def test_placement_rows_sum_to_one(seed):
     _, w, chip, placement = _random_case(seed)
@@ -76,6 +80,7 @@ def test_placement_rows_sum_to_one(seed):
         assert jnp.all(p >= 0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", SEEDS)
 def test_hard_placement_never_exceeds_a_capacity(seed):
     _, w, chip, placement = _random_case(seed, ordered=False)
@@ -93,6 +98,7 @@ def test_hard_placement_never_exceeds_a_capacity(seed):
         np.testing.assert_allclose(cm.spill(hard, traffic, chip), hard, atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_step_is_never_faster_than_bytes_over_bandwidth(seed):
     _, w, chip, placement = _random_case(seed, ordered=False)
@@ -103,6 +109,7 @@ def test_a_step_is_never_faster_than_bytes_over_bandwidth(seed):
     assert cost.seconds_per_step >= per_group[1] / chip.pim_bandwidth * (1 - 1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", SEEDS)
 def test_costs_are_finite_and_positive(seed):
     _, w, chip, placement = _random_case(seed, ordered=False)
@@ -125,6 +132,7 @@ def test_large_batch_short_context_becomes_compute_bound():
     assert cm.BOUNDS[int(e.cost.bound)] == "compute"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(20))
 def test_slower_kernels_never_speed_a_step(seed):
     """Less compute feed from DRAM, a lower attention efficiency, more half-rate rows,

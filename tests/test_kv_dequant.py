@@ -85,6 +85,7 @@ def test_neutral_defaults():
         )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rereads", [0.0, 1.0])
 def test_monotone(rereads):
     chip = _chip(attention_kv_rereads=rereads)
@@ -108,6 +109,7 @@ def test_jit_and_vmap_agree():
     np.testing.assert_allclose(mapped, looped, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_gradients_match_finite_differences(x64):
     base = jax.tree.map(lambda x: jnp.asarray(x, jnp.float64), _chip(attention_kv_rereads=1.0))
 

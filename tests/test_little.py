@@ -51,6 +51,7 @@ def test_a_kernel_with_little_concurrency_saturates_a_narrow_memory_not_a_wide_o
     assert slow > fast > 1.0  # the wide memory loses more to the same bytes in flight
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch", [1, 64])
 def test_more_concurrency_or_less_latency_never_slows_a_step(batch):
     in_flight = jnp.geomspace(0.5e3, 64e3, 12)

@@ -83,6 +83,7 @@ def test_first_token_after_the_prompts_chunks():
     assert float(cm.first_token_seconds(cm.Workload(m, cm.Scenario()), t)) == 0.0
 
 
+@pytest.mark.slow
 def test_mixed_workloads_vmap_like_single_ones():
     m = cm.model_preset("llama-3-8b")
     mix = cm.ContextMix.of([256, 4096, 32768], [0.6, 0.3, 0.1])
@@ -97,6 +98,7 @@ def test_mixed_workloads_vmap_like_single_ones():
     np.testing.assert_allclose(np.asarray(together), apart, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_gradients_through_mix_and_prefill_match_finite_differences():
     with jax.enable_x64(True):
         m = cm.model_preset("gemma-2-9b")
@@ -154,6 +156,7 @@ def test_serving_with_prefill_and_a_ttft_target():
         serve("llama-3-8b", "h100-sxm", econ, chips=1, ttft=0.1)
 
 
+@pytest.mark.slow
 def test_serve_cli_unmet_ttft_is_one_line_exit_2():
     import subprocess
     import sys

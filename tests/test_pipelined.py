@@ -63,6 +63,7 @@ def test_more_stages_with_enough_micro_batches_never_lower_throughput(stages):
     assert float(piped.seconds_per_step) == pytest.approx(float(base.seconds_per_step) + hops, rel=1e-3)
 
 
+@pytest.mark.slow
 def test_gradients_match_finite_differences(x64):
     def f(x):
         batch, groups = x

@@ -42,6 +42,7 @@ def test_capped_power_sits_at_the_cap(cap):
     assert float(s.cost.seconds_per_step) > float(s.peak.seconds_per_step)
 
 
+@pytest.mark.slow
 def test_random_configs_never_exceed_the_cap():
     rng = np.random.default_rng(7)
     for _ in range(25):
@@ -87,6 +88,7 @@ def test_throttle_leaves_dram_alone():
     assert float(t.pim_bandwidth) == float(chip.pim_bandwidth)
 
 
+@pytest.mark.slow
 def test_gradient_through_the_clock_matches_finite_differences(x64):
     w, chip, p = _point(1024, 512, 300.0)
 
@@ -103,6 +105,7 @@ def test_gradient_through_the_clock_matches_finite_differences(x64):
     np.testing.assert_allclose(float(g[1]), float(fd_fl), rtol=2e-3)
 
 
+@pytest.mark.slow
 def test_vmap_over_caps():
     w, chip, p = _point(1024, 512, 300.0)
     caps = jnp.asarray([200.0, 300.0, 450.0, 900.0])

@@ -18,6 +18,7 @@ def _blocks(lang):
     return re.findall(rf"```{lang}\n(.*?)```", README, flags=re.S)
 
 
+@pytest.mark.slow
 def test_python_example_runs_and_prints_a_cost(capsys):
     (code,) = [b for b in _blocks("python") if "import costmodel" in b][:1]
     exec(compile(code, "README.md", "exec"), {})

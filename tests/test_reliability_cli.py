@@ -367,6 +367,7 @@ def check(argv: list[str], code, stdout: str, stderr: str, written: set[Path]) -
             json.loads(path.read_text())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_cli_arguments_fuzz(command):
     @CLI_FUZZ
@@ -429,6 +430,7 @@ def _subprocess(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=_TMP)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args",
     [
@@ -445,6 +447,7 @@ def test_subprocess_bad_input_exits_2_with_one_line(args):
     assert "Traceback" not in proc.stderr and not (_TMP / "never-written").exists()
 
 
+@pytest.mark.slow  # reports what the fuzz above (slow) counted
 def test_counts_reported(capsys):
     """How many argument lists each command took (printed with -s): every command of
     `COMMANDS` was fuzzed with at least 20, and the any-tokens test with at least 30."""

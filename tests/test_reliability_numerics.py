@@ -157,6 +157,7 @@ def _bad(tree) -> np.ndarray:
     return np.any(np.stack([~np.isfinite(x).reshape(len(x), -1).all(axis=1) for x in leaves]), axis=0)
 
 
+@pytest.mark.slow
 def test_the_sweep_spans_the_ranges(sweep32):
     per, cost, _, _ = sweep32
     assert per["batch"].min() == 1 and per["batch"].max() == 4096
@@ -191,6 +192,7 @@ def test_infeasible_is_flagged_not_nan(sweep32):
     assert np.all(np.isfinite(np.asarray(cost.seconds_per_step)[~feasible]))
 
 
+@pytest.mark.slow
 def test_hard_placements_are_finite_for_every_policy():
     models, chips, per = configs(seed=SEED + 1, n=512)
     pools = _pools(models, chips)
@@ -206,6 +208,7 @@ def test_hard_placements_are_finite_for_every_policy():
         assert not bad.any(), f"policy {policy!r}: {bad.sum()} configs non-finite, first {np.flatnonzero(bad)[:5]}"
 
 
+@pytest.mark.slow
 def test_float32_agrees_with_float64(sweep32, x64):
     per, cost32, _, _ = sweep32
     models, chips, _ = configs()

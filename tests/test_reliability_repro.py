@@ -51,6 +51,7 @@ def _run(spec: dict, out: Path) -> dict[str, str]:
     return _digests(out)
 
 
+@pytest.mark.slow
 def test_sweep_is_bit_identical_across_runs(tmp_path):
     a = _run(SPEC, tmp_path / "a")
     b = _run(SPEC, tmp_path / "b")

@@ -76,6 +76,7 @@ def test_no_effect_with_fully_serial_channels_or_a_memory_bound_step():
     assert b == pytest.approx(a, rel=2e-3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(6))
 def test_more_serial_never_speeds_a_step(seed):
     """By Minkowski's inequality each class's p-norm summed is at least the p-norm of the

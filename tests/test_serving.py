@@ -72,6 +72,7 @@ def run(args, capsys):
     return code, out, err
 
 
+@pytest.mark.slow
 def test_cli_json_and_plot(tmp_path, capsys):
     png = tmp_path / "curve.png"
     code, out, _ = run(

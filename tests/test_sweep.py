@@ -442,6 +442,7 @@ def _env(cache: str, **extra: str) -> dict:
     return env
 
 
+@pytest.mark.slow
 def test_killed_sweep_resumes_to_the_uninterrupted_table(tmp_path, big, jax_cache):
     spec_path, _, want = big
     out = tmp_path / "out"
@@ -473,6 +474,7 @@ def test_killed_sweep_resumes_to_the_uninterrupted_table(tmp_path, big, jax_cach
     assert got.num_rows == 3000 and got.equals(want)
 
 
+@pytest.mark.slow
 def test_sharded_over_4_devices_equals_single_device(tmp_path, big, jax_cache):
     spec_path, _, want = big
     assert jax.device_count() == 1  # the reference ran on one device
@@ -496,6 +498,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_two_processes_cover_every_config_exactly_once(tmp_path, big, jax_cache):
     spec_path, _, want = big
     out = tmp_path / "out"

@@ -85,6 +85,7 @@ def _one_error_line(err: str) -> str:
 # --- the verified-chunk reader ----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_every_kind_of_damage_is_named_and_resume_recomputes_only_it(ref, tmp_path, capsys):
     out = _copy(ref, tmp_path)
     for k, how in enumerate(chaos.DAMAGES):  # chunks 0..5: one damage each
@@ -182,6 +183,7 @@ def _cli(*args: str) -> list[str]:
     return chaos.cli(*args)
 
 
+@pytest.mark.slow
 def test_writers_exclude_each_other_and_a_killed_ones_lock_is_released(ref, tmp_path):
     work, env, spec, _, want = ref
     out = tmp_path / "out"

@@ -23,6 +23,7 @@ def _cost(w, chip, logits):
     return cm.decode_cost(w, chip, cm.soft_placement(logits, 0.5))
 
 
+@pytest.mark.slow
 def test_jit_equals_eager_equals_vmap():
     cases = _cases(6)
     eager = [_cost(*c) for c in cases]

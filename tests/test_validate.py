@@ -70,6 +70,7 @@ def test_fitted_and_scored_rows_are_disjoint(rows):
     assert not fitted & scored
 
 
+@pytest.mark.slow
 def test_held_out_errors_meet_the_targets(results):
     s = v.summarize(results)
     assert s["median_ape"]["apple"] <= 0.15
@@ -125,6 +126,7 @@ def test_reported_figures_are_the_shipped_ones(results):
     assert s["blind"]["batch1-gpu"][thirteenth]["median_ape"] == pytest.approx(0.105, abs=0.002)
 
 
+@pytest.mark.slow
 def test_every_scored_row_is_feasible_and_finite(rows):
     for r in rows:
         if r.status == "reference":
@@ -135,6 +137,7 @@ def test_every_scored_row_is_feasible_and_finite(rows):
         assert np.isfinite(float(cost.seconds_per_step)), r.id
 
 
+@pytest.mark.slow
 def test_refit_reproduces_the_shipped_profiles(rows):
     frameworks = v.load_frameworks()
     fitted = v.fit_all(rows, frameworks)
@@ -315,6 +318,7 @@ def test_fitted_sram_latencies_reproduce_the_presets(rows):
     assert float(cm.chip_preset("cerebras-wse3").kernel_overhead) == pytest.approx(cerebras, rel=0.01)
 
 
+@pytest.mark.slow
 def test_apply_multipliers_identity_caps_and_gradients():
     chip = cm.chip_preset("a100-80gb-sxm")
     neutral = jnp.log(jnp.asarray(v.NEUTRAL_PROFILE))
@@ -338,6 +342,7 @@ def test_apply_multipliers_identity_caps_and_gradients():
     assert float(g[4]) > 0  # more bytes in flight (an A100 has SMs), more
 
 
+@pytest.mark.slow
 def test_half_rate_rows_of_a_profile(x64):
     """A profile's half-rate rows (Hockney's n-half of its GEMMs): a batch-1 step is
     unchanged, a large batch's compute-bound step and a prefill slow down as
@@ -437,6 +442,7 @@ def test_bad_measurement_rows_name_the_field(tmp_path):
         v.load_rows(bad)
 
 
+@pytest.mark.slow
 def test_cli_validate_json_and_plot(tmp_path, capsys):
     png = tmp_path / "parity.png"
     # --check exits 0: every group meets its target (test_gpu_groups_meet_their_targets);

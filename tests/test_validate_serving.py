@@ -93,6 +93,7 @@ def test_vllm_v1_on_rocm_carries_the_rocm_build():
     assert rocm.tpot_ms > cuda.tpot_ms
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["lmdeploy-0.2", "vllm-v1", "trt-llm-0.7"])
 def test_in_flight_profile_fit_reproduces_and_holds_out_the_rest(name):
     """LMDeploy 0.2's TurboMind kernels, vLLM's V1 engine and TensorRT-LLM >= 0.7: one
