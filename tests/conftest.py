@@ -41,10 +41,10 @@ def pytest_collection_modifyitems(config, items):
     """Inside the fresh-machine check (`.ci/fresh_machine.sh`, which `.ci/run` runs after
     the whole suite has passed on the same commit, with `COSTMODEL_FRESH_MACHINE_INNER`
     set) the tests marked `slow` are skipped: that check proves the README's commands
-    install and run the suite on a clean clone, and the slow tests (every test of 5 s or
+    install and run the suite on a clean clone, and the slow tests (those of about 5 s or
     more with a warm compilation cache: whole published tables evaluated, long fits,
-    properties over many random cases; BENCHMARKS.md, Test-suite time) were just run on
-    the same code. Everywhere else, all run."""
+    properties over many random cases; BENCHMARKS.md, Test-suite time; and any that reads
+    what one of them left) were just run on the same code. Everywhere else, all run."""
     if not os.environ.get("COSTMODEL_FRESH_MACHINE_INNER"):
         return
     skip = pytest.mark.skip(reason="slow: run by the suite of .ci/run on the same commit before this check")
