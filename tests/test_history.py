@@ -64,15 +64,23 @@ GOLDEN_DRAM_GB = {
 """The DRAM the GPU presets held when the golden file was made, before they took the bytes
 the devices report (2026-12-06): those presets are compared at their old capacity."""
 
+GOLDEN_LINK = {"l40s": (32e9, 20e-6)}
+"""The links (bandwidth B/s, all-reduce latency s) the presets held when the golden file was
+made, before the L40S took a published PCIe all-reduce measurement (2026-12-07): those
+presets are compared with their old links."""
+
 
 def _golden_chip(name: str):
-    """The preset `name` as the golden file saw it (`GOLDEN_DRAM_GB`)."""
+    """The preset `name` as the golden file saw it (`GOLDEN_DRAM_GB`, `GOLDEN_LINK`)."""
     import dataclasses
 
     from costmodel.evaluation import allocate_dram
     from costmodel.io import chip_info
 
     info = chip_info(name)
+    if name in GOLDEN_LINK:
+        bandwidth, latency = GOLDEN_LINK[name]
+        info = dataclasses.replace(info, chip=info.chip.replace(link_bandwidth=bandwidth, link_latency=latency))
     if name not in GOLDEN_DRAM_GB:
         return info
     capacity = info.chip.tiers.capacity

@@ -1,0 +1,73 @@
+"""The tensor-parallel all-reduce: its ring closed form, and the L40S's link taken from a
+published NCCL measurement (`benchmarks/l40s_allreduce_fit.py`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+import costmodel as cm
+from costmodel._core.channels import allreduce_seconds
+from costmodel.io import chip_info
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _fit_module():
+    spec = importlib.util.spec_from_file_location("l40s_allreduce_fit", ROOT / "benchmarks" / "l40s_allreduce_fit.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_ring_closed_form():
+    """Two ring all-reduces per layer, each one latency plus 2 (n - 1) / n of the batch's
+    activations (one d_model vector of 2 B per sequence) over the link; none on one chip."""
+    w = cm.Workload(cm.model_preset("llama-3-8b"), cm.Scenario(batch=4, context=128))
+    base = chip_info("l40s").chip
+    m = w.model
+    message = 4 * float(m.d_model) * 2.0
+    for tp in (2, 4):
+        chip = base.replace(tensor_parallel=tp)
+        want = (
+            2
+            * float(m.n_layers)
+            * (float(chip.link_latency) + 2 * (tp - 1) / tp * message / float(chip.link_bandwidth))
+        )
+        assert float(allreduce_seconds(w, chip)) == pytest.approx(want, rel=1e-6)
+    assert float(allreduce_seconds(w, base.replace(tensor_parallel=1))) == 0.0
+
+
+def test_l40s_link_is_the_published_fit():
+    """The preset's link latency and bandwidth are the least-squares fit of the ring model
+    to the published eight-L40S all_reduce_perf times at 1-4 MiB, which it reproduces
+    within 1 %; the rows' algbw and busbw agree with their sizes and times."""
+    fit = _fit_module()
+    fit.main()  # asserts the transcription's consistency
+    latency, bandwidth = fit.fit()
+    chip = chip_info("l40s").chip
+    assert float(chip.link_latency) == pytest.approx(latency, rel=2e-3)
+    assert float(chip.link_bandwidth) == pytest.approx(bandwidth, rel=2e-3)
+    for size, us, *_ in fit.ROWS:
+        if size in fit.FIT_SIZES:
+            model = latency + 2 * (fit.GPUS - 1) / fit.GPUS * size / bandwidth
+            assert model == pytest.approx(us * 1e-6, rel=0.01)
+
+
+def test_a_slower_link_never_speeds_a_tensor_parallel_step():
+    """The published link is slower than the datasheet's: a TP4 step is no faster with it,
+    and one chip's step does not see the link at all."""
+    info = chip_info("l40s")
+    old = dataclasses.replace(info, chip=info.chip.replace(link_bandwidth=32e9, link_latency=20e-6))
+    model = cm.model_preset("llama-3-8b")
+    for tp, changed in ((4, True), (1, False)):
+        step = lambda i: float(
+            cm.evaluate(model, i, batch=64, context=1024, tensor_parallel=tp, pipeline_parallel=1).cost.seconds_per_step
+        )
+        assert step(info) >= step(old)
+        assert (step(info) > step(old)) == changed
