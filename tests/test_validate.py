@@ -104,9 +104,10 @@ def test_reported_figures_are_the_shipped_ones(results):
     second = s["blind"]["large-batch"]["2026-12-04, second check"]
     assert set(s["blind"]) == {"large-batch", "batch1-gpu"} and second["n"] == 10
     assert second["median_ape"] == pytest.approx(0.091, abs=0.002)
-    # the tenth check's 19 rows: their one blind score, at a05f78d
+    # the tenth check's 19 rows: 27.0 % their one blind score, at a05f78d; 21.4 % since the
+    # L40S's all-reduce took a published NCCL measurement (2026-12-07, not blind)
     tenth = s["blind"]["large-batch"]["2026-12-06, tenth check"]
-    assert tenth["n"] == 19 and tenth["median_ape"] == pytest.approx(0.270, abs=0.002)
+    assert tenth["n"] == 19 and tenth["median_ape"] == pytest.approx(0.214, abs=0.002)
     # the eleventh check's 21 new large-batch rows (7 more were serving rows already, now
     # reference rows) and 2 batch-1 rows: 27.3 % their one blind score (f5ac143); 20.9 % with
     # QServe's nine rows under the qserve profile (thirteenth session); 19 rows, 13.6 %, since
