@@ -1,8 +1,22 @@
-"""Seeded random configurations for property tests."""
+"""Seeded random configurations for property tests, and helpers the tests share."""
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
 import costmodel as cm
+
+
+def load_script(path: Path) -> ModuleType:
+    """The Python file at `path` (a benchmark, a CI script, a golden file's maker) loaded
+    as a module, without running its `__main__` block."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def random_model(rng: np.random.Generator) -> cm.Model:

@@ -4,7 +4,6 @@ published NCCL measurement (`benchmarks/l40s_allreduce_fit.py`)."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -13,16 +12,10 @@ import costmodel as cm
 from costmodel._core.channels import allreduce_seconds
 from costmodel.io import chip_info
 
+from helpers import load_script
+
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _fit_module():
-    spec = importlib.util.spec_from_file_location("l40s_allreduce_fit", ROOT / "benchmarks" / "l40s_allreduce_fit.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_ring_closed_form():
@@ -47,7 +40,7 @@ def test_l40s_link_is_the_published_fit():
     """The preset's link latency and bandwidth are the least-squares fit of the ring model
     to the published eight-L40S all_reduce_perf times at 1-4 MiB, which it reproduces
     within 1 %; the rows' algbw and busbw agree with their sizes and times."""
-    fit = _fit_module()
+    fit = load_script(ROOT / "benchmarks" / "l40s_allreduce_fit.py")
     fit.main()  # asserts the transcription's consistency
     latency, bandwidth = fit.fit()
     chip = chip_info("l40s").chip

@@ -10,7 +10,6 @@ extraction of the commands is checked on every run.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -18,16 +17,15 @@ from pathlib import Path
 
 import pytest
 
+from helpers import load_script
+
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / ".ci" / "fresh_machine.sh"
 
 
 def _quickstart():
-    spec = importlib.util.spec_from_file_location("quickstart", ROOT / ".ci" / "quickstart.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / ".ci" / "quickstart.py")
 
 
 def test_quick_start_commands_are_extracted_as_written():

@@ -1,7 +1,6 @@
 """KV heat buckets and access profiles: the dense profile is the model before buckets,
 sparse profiles move the hot history on chip, and the hot-history answer is right."""
 
-import importlib.util
 import json
 import pathlib
 
@@ -16,6 +15,8 @@ import costmodel as cm
 from costmodel._core.chip import DRAM, SRAM
 from costmodel.evaluation import system_placement
 from costmodel.explain.history import capacity_for_reads, hot_history, knee, on_chip_read_share, sram_curve
+
+from helpers import load_script
 
 
 GOLDEN = pathlib.Path(__file__).parent / "data" / "dense_golden.json"
@@ -94,10 +95,7 @@ def test_dense_profile_reproduces_the_model_before_buckets(x64):
     """Every preset, three models (dense, sliding-window, MoE), two scenarios, four
     policies: the costs of commit 2bf9817 (`tests/data/make_dense_golden.py`)."""
     golden = json.loads(GOLDEN.read_text())
-    spec = importlib.util.spec_from_file_location("make_dense_golden", GOLDEN.with_name("make_dense_golden.py"))
-    assert spec is not None and spec.loader is not None
-    g = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(g)
+    g = load_script(GOLDEN.with_name("make_dense_golden.py"))
 
     from costmodel.evaluation import _size_auto, _sizing_args, layout_problem
 

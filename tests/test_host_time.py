@@ -14,6 +14,8 @@ from costmodel.evaluation import apply_framework, apply_host
 from costmodel.io import InputError, chip_info, chip_presets
 from costmodel.io.frameworks import ENGINE_HOST_FIELDS, HOST_FIELDS, load_frameworks
 
+from helpers import load_script
+
 
 def _cost(chip, batch=16, context=2048, groups=1.0):
     w = cm.Workload(cm.model_preset("llama-3-8b"), cm.Scenario(batch=batch, context=context, micro_batches=groups))
@@ -107,15 +109,9 @@ def test_serving_profiles_carry_their_fitted_host_time():
         assert float(chip.host_per_sequence) == pytest.approx(f.host[1] * 1e-6)
     # Every fit row is named by its framework's profile or by the chips' prefill
     # calibration (benchmarks/prefill_calibration.py), and no test row is.
-    import importlib.util
     from pathlib import Path
 
-    spec = importlib.util.spec_from_file_location(
-        "prefill_calibration", Path(__file__).resolve().parents[1] / "benchmarks" / "prefill_calibration.py"
-    )
-    assert spec is not None and spec.loader is not None
-    calibration = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(calibration)
+    calibration = load_script(Path(__file__).resolve().parents[1] / "benchmarks" / "prefill_calibration.py")
     fitted = {i for f in frameworks.values() for i in f.fitted_on} | set(calibration.ROWS)
     assert {r.id for r in rows.values() if r.status == "fit"} <= fitted
     # its bursts are fit (their throughput prices their prefill); its steady rows are not

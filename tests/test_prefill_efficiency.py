@@ -4,7 +4,6 @@ prompts alone reaches (`ChipInfo.prefill_efficiency`, `costmodel.serving.prompt_
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import tomllib
 from pathlib import Path
 
@@ -14,6 +13,8 @@ import pytest
 from costmodel.io import InputError, chip_info
 from costmodel.io.chips import chip_presets
 from costmodel.serving import prompt_seconds, serve
+
+from helpers import load_script
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,10 +118,7 @@ def test_a_serving_row_keeps_its_chips_value_and_a_burst_of_one_moves_with_it():
 def test_the_calibration_reproduces_the_files_values():
     """`benchmarks/prefill_calibration.py`'s solve: at the file's value the median of
     measured / modelled TTFT is 1 on H100's rows and on MI300X's; h200-sxm is h100-sxm's."""
-    spec = importlib.util.spec_from_file_location("prefill_calibration", ROOT / "benchmarks" / "prefill_calibration.py")
-    assert spec is not None and spec.loader is not None
-    cal = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cal)
+    cal = load_script(ROOT / "benchmarks" / "prefill_calibration.py")
     import costmodel.validate_serving as vs
 
     by_id = {r.id: r for r in vs.load_serving_rows()}

@@ -1,7 +1,6 @@
 """Published GPU traces and the chips calibrated on them (issue 16); the trace's `source`
 column and its one-line errors for a row cut short."""
 
-import importlib.util
 import math
 import re
 import subprocess
@@ -14,6 +13,8 @@ import pytest
 from calibration.trace import SOURCE, load_trace, save_trace
 from costmodel.evaluation import evaluate
 from costmodel.io import InputError, chip_info
+
+from helpers import load_script
 
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -144,10 +145,7 @@ def test_what_the_traces_cannot_measure_is_the_presets_today(preset):
     the preset's prompt-pass rate (`prompt_pass_share`): a field added to data/chips.toml
     after the file was written (as `prefill_efficiency` was) fails here until `python
     benchmarks/calibration_gpu.py --fit PRESET` is re-run."""
-    spec = importlib.util.spec_from_file_location("calibration_gpu", ROOT / "benchmarks" / "calibration_gpu.py")
-    assert spec is not None and spec.loader is not None
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script(ROOT / "benchmarks" / "calibration_gpu.py")
     p = tomllib.loads((ROOT / "data" / "chips.toml").read_text())["chips"][preset]
     table = tomllib.loads((CALIBRATED / f"{preset}-published.toml").read_text())
     copied = {k: v for k, v in p.items() if k not in script.FITTED_TOP and not isinstance(v, dict)}

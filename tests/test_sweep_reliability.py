@@ -24,7 +24,6 @@ once, the exit status a user sees); elsewhere through `costmodel.cli.main`.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import shutil
 import signal
@@ -40,16 +39,14 @@ import costmodel as cm
 import costmodel.sweep as sw
 from costmodel.cli import main
 
+from helpers import load_script
+
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def _load_chaos():
-    spec = importlib.util.spec_from_file_location("sweep_chaos", REPO / "benchmarks" / "sweep_chaos.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(REPO / "benchmarks" / "sweep_chaos.py")
 
 
 chaos = _load_chaos()
