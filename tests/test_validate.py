@@ -258,19 +258,16 @@ def test_prompt_pass_fits_are_the_calibrated_chips_and_rows():
     """`PROMPT_PASS_FITS` names exactly the chip presets with a `prefill_efficiency` below 1,
     each with the rows of its own chip that `benchmarks/prefill_calibration.py` calibrates
     it on (it takes them from there)."""
-    import importlib.util
     from pathlib import Path
 
     from costmodel.io import chip_info, chip_presets
     from costmodel.validate_serving import load_serving_rows
 
+    from helpers import load_script
+
     calibrated = {name for name in chip_presets() if chip_info(name).prefill_efficiency != 1.0}
     assert calibrated == set(v.PROMPT_PASS_FITS)
-    path = Path(__file__).parents[1] / "benchmarks" / "prefill_calibration.py"
-    spec = importlib.util.spec_from_file_location("prefill_calibration", path)
-    assert spec is not None and spec.loader is not None
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script(Path(__file__).parents[1] / "benchmarks" / "prefill_calibration.py")
     serving = {r.id: r for r in load_serving_rows()}
     for chip, (owner, fitted_on) in v.PROMPT_PASS_FITS.items():
         assert chip_info(chip).prefill_efficiency == chip_info(owner).prefill_efficiency
