@@ -16,6 +16,7 @@ from ._core.channels import (
     chip_in_flight as chip_in_flight,
     class_cached_rereads as class_cached_rereads,
     class_flop_rates as class_flop_rates,
+    class_in_flight as class_in_flight,
     class_stream_efficiency as class_stream_efficiency,
     compute_seconds as compute_seconds,
     dequant_seconds as dequant_seconds,

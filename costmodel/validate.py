@@ -11,9 +11,10 @@ A framework profile is its kernels' concurrency and four multipliers applied to 
 (and, apart from that vector, its host time, its attention's K/V re-reads and its
 kernels' instructions to unpack each quantised weight and KV-cache format:
 `with_profile_fields`):
-the bytes its decode kernels keep in flight per SM (`Chip.bytes_in_flight`: by Little's
-law DRAM streams at most SMs x bytes in flight / latency, so one framework reaches
-different fractions of peak on different memories), and multipliers on every memory
+the bytes its weights' decode kernels keep in flight per SM (`Chip.bytes_in_flight`: by
+Little's law DRAM streams them at most SMs x bytes in flight / latency, so one framework
+reaches different fractions of peak on different memories; the attention kernels' K/V is
+not bound: `costmodel.class_in_flight`), and multipliers on every memory
 tier's `efficiency` and on `compute_efficiency` (each result capped at 1), on the
 per-layer `kernel_overhead` and on the all-reduce `link_latency`. The software term is
 as large as the hardware one: llama.cpp's CUDA kernels keep ~3 kB in flight per SM

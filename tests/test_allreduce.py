@@ -64,3 +64,22 @@ def test_the_published_link_slows_a_tp4_step_and_leaves_one_chip_alone():
         )
         assert step(info) >= step(old)
         assert (step(info) > step(old)) == changed
+
+
+def test_nvlink_and_xgmi_links_are_the_published_fits():
+    """The H100, H200, A100 and MI300X presets' link bandwidth is the least-squares fit of
+    the ring model, latency the preset's, to the published eight-GPU all_reduce_perf
+    times at 1-32 MiB (`benchmarks/gpu_allreduce_fit.py`); the rows' algbw and busbw agree
+    with their sizes and times, and the fits sit below the links' line rates."""
+    fit = load_script(ROOT / "benchmarks" / "gpu_allreduce_fit.py")
+    fit.main()  # asserts the transcription's consistency
+    line_rate = {"h100-sxm": 450e9, "mi300x": 448e9, "a100-80gb-sxm": 300e9}
+    for preset, (takers, rows) in fit.TABLES.items():
+        bandwidth = fit.fit(rows, float(chip_info(preset).chip.link_latency))
+        assert bandwidth < 0.8 * line_rate[preset]
+        for name in takers:
+            assert float(chip_info(name).chip.link_bandwidth) == pytest.approx(bandwidth, rel=2e-3)
+    # The ring model meets the measured time in the middle of the fitted range.
+    latency = float(chip_info("h100-sxm").chip.link_latency)
+    h100 = fit.fit(fit.TABLES["h100-sxm"][1], latency)
+    assert latency + 1.75 * (16 << 20) / h100 == pytest.approx(124.0e-6, rel=0.15)

@@ -78,21 +78,33 @@ def test_batched_tiers_take_a_batched_busy_time():
 
 
 def test_a_decode_step_on_a_small_case():
-    """The DRAM channel streams its bytes at the bound's bandwidth, the weights'
-    unpacking time spread over them."""
+    """The DRAM channel streams the weights' bytes at the bound's bandwidth and the K/V's
+    at the tier's (`class_in_flight`), the weights' unpacking time spread over them all."""
     chip = _chip()
     ops, wb = 1.0, 1.0
     plain, quant = _cost(chip), _cost(chip, ops, wb)
-    in_flight = cm.chip_in_flight(chip)
-    # The DRAM stream's full-rate bytes, from the plain step (the same bytes either way).
-    full_rate = float(plain.tier_seconds[DRAM]) * float(cm.stream_bandwidth(chip.tiers, in_flight)[DRAM])
     w = _workload(ops, wb)
     t = cm.lower_traffic(w, buckets=False)
-    weight_bytes = float(np.sum(np.where(np.asarray(CLASS_IS_KV), 0.0, np.asarray(t.read_bytes))))
+    # Each class's full-rate bytes, all in DRAM (the same bytes either way).
+    full = np.asarray(t.read_bytes + t.writes) / np.asarray(cm.class_stream_efficiency(t, chip))
+    kv = np.asarray(CLASS_IS_KV)
+    weight_full, kv_full = float(np.sum(full[~kv])), float(np.sum(full[kv]))
+    assert weight_full > 0 and kv_full > 0
+    in_flight = cm.chip_in_flight(chip)
+
+    def dram(in_flight, per_byte=0.0):
+        return float(cm.stream_bandwidth(chip.tiers, in_flight, per_byte)[DRAM])
+
+    assert float(plain.tier_seconds[DRAM]) == pytest.approx(
+        weight_full / dram(in_flight) + kv_full / dram(0.0), rel=1e-5
+    )
+    weight_bytes = float(np.sum(np.where(kv, 0.0, np.asarray(t.read_bytes))))
     busy = float(cm.dequant_seconds(weight_bytes, w, chip))
     assert busy == pytest.approx(weight_bytes / wb * ops / (F32_PEAK / 2), rel=1e-6)
-    bw = float(cm.stream_bandwidth(chip.tiers, in_flight, busy / full_rate)[DRAM])
-    assert float(quant.tier_seconds[DRAM]) == pytest.approx(full_rate / bw, rel=1e-5)
+    per_byte = busy / (weight_full + kv_full)
+    assert float(quant.tier_seconds[DRAM]) == pytest.approx(
+        weight_full / dram(in_flight, per_byte) + kv_full / dram(0.0, per_byte), rel=1e-5
+    )
     assert float(quant.tier_seconds[DRAM]) > float(plain.tier_seconds[DRAM])
 
 

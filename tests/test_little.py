@@ -51,6 +51,30 @@ def test_a_kernel_with_little_concurrency_saturates_a_narrow_memory_not_a_wide_o
     assert slow > fast > 1.0  # the wide memory loses more to the same bytes in flight
 
 
+def test_the_bound_is_the_weights_kernels_and_the_kv_streams_at_the_tiers_rate():
+    """`class_in_flight`: the weight classes keep the chip's bytes in flight, the KV
+    classes none; so the bound slows the weights' stream and leaves the K/V's alone."""
+    from costmodel._core.traffic import CLASS_IS_KV
+
+    chip = _chip()
+    kv = np.asarray(CLASS_IS_KV)
+    per_class = np.asarray(cm.class_in_flight(chip))
+    assert np.all(per_class[kv] == 0.0) and np.all(per_class[~kv] == float(cm.chip_in_flight(chip)))
+    # A long context at a batch of 64, the K/V more than twice the weights: DRAM's time
+    # is the weights' bytes at the bound's rate and the K/V's at the tier's.
+    w = cm.Workload(cm.model_preset("llama-3-8b"), cm.Scenario(batch=64, context=8192))
+    t = cm.lower_traffic(w, buckets=False)
+    full = np.asarray(t.read_bytes + t.writes) / np.asarray(cm.class_stream_efficiency(t, chip))
+    weight_full, kv_full = float(np.sum(full[~kv])), float(np.sum(full[kv]))
+    assert kv_full > 2 * weight_full
+    bound = cm.decode_cost(w, chip, cm.policy_placement("dram", t, chip))
+    free = cm.decode_cost(w, chip.replace(bytes_in_flight=0.0), cm.policy_placement("dram", t, chip))
+    reachable = float(np.asarray(chip.tiers.effective_bandwidth)[DRAM])
+    little = float(np.asarray(cm.stream_bandwidth(chip.tiers, cm.chip_in_flight(chip)))[DRAM])
+    assert float(free.tier_seconds[DRAM]) == pytest.approx((weight_full + kv_full) / reachable, rel=1e-5)
+    assert float(bound.tier_seconds[DRAM]) == pytest.approx(weight_full / little + kv_full / reachable, rel=1e-5)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("batch", [1, 64])
 def test_more_concurrency_or_less_latency_never_slows_a_step(batch):

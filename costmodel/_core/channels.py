@@ -238,6 +238,24 @@ def chip_in_flight(chip: Chip):
     return chip.parallel_units * chip.bytes_in_flight
 
 
+def class_in_flight(chip: Chip) -> PerClass:
+    """Bytes in flight on one chip per block class (`stream_bandwidth`'s bound), B: the
+    weights' kernels keep `chip_in_flight`, and the KV classes none (no bound: their
+    tier's reachable rate).
+
+    `Chip.bytes_in_flight` is a matrix-vector kernel's concurrency (fitted on batch-1
+    rows, where the weights' stream is the step). Decode attention runs other kernels,
+    launched one thread block per sequence and (query or K/V) head, hundreds to
+    thousands of them at a serving batch, each with 8-32 KiB of K/V loads issued
+    before their first use: TensorRT-LLM's masked MHA and XQA, vLLM's PagedAttention
+    and FlashAttention-2's decode keep some 32-96 KiB in flight per SM on an H100,
+    where about 18 KiB covers HBM3's latency at its rate (3.35 TB/s x ~0.7 us / 132
+    SMs). Their launch shapes and tiles, read from the public source, are in
+    benchmarks/attention_kernel_launch_shapes.md. So Little's law does not bind the
+    K/V stream."""
+    return jnp.where(jnp.asarray(CLASS_IS_KV), 0.0, chip_in_flight(chip))
+
+
 def stream_seconds(full_rate_bytes, tiers: Tiers, in_flight: Scalar | float = 0.0, busy: RealScalarLike = 0.0):
     """Seconds each tier needs to stream bytes to the compute die.
 

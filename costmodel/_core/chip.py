@@ -154,10 +154,11 @@ class Chip(eqx.Module):
         parallel_units: units that issue memory requests independently (a GPU's
             streaming multiprocessors), per chip; 0: no latency bound on DRAM
             streaming.
-        bytes_in_flight: bytes the decode kernels keep in flight per unit (a
-            serving framework's kernel concurrency), B; 0: unbounded. By Little's law
-            DRAM then streams at most `parallel_units x bytes_in_flight /
-            Tiers.latency[DRAM]` (`costmodel.stream_bandwidth`).
+        bytes_in_flight: bytes the weights' decode kernels keep in flight per unit
+            (a serving framework's kernel concurrency), B; 0: unbounded. By Little's
+            law DRAM then streams the weights at most `parallel_units x
+            bytes_in_flight / Tiers.latency[DRAM]` (`costmodel.stream_bandwidth`);
+            the attention kernels' K/V is not bound (`costmodel.class_in_flight`).
         tensor_parallel: chips each layer is split across.
         pipeline_parallel: pipeline stages the layers are split into.
         area: die area per chip, m² (0 when unknown).

@@ -13,6 +13,7 @@ energy formula lives in `costmodel._core.channels`; this module assembles them.
 """
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 
 from . import channels as ch
@@ -142,9 +143,15 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     # chip spends on its share of the weight bytes DRAM streams.
     weight_dram = jnp.sum(jnp.where(jnp.asarray(CLASS_IS_KV), 0.0, moved[:, DRAM])) / tp
     busy = ch.dequant_seconds(weight_dram, group, chip)
-    # One stream rate per tier for the step (`stream_seconds` is linear in the bytes).
-    bandwidth = ch.stream_bandwidth(tiers, ch.chip_in_flight(chip), ch.busy_per_byte(slow[DRAM] / tp, busy))
-    stream = seconds_at(slow / tp, bandwidth)
+    # One stream rate per class and tier for the step (`stream_seconds` is linear in the
+    # bytes): the weights' kernels under their bytes in flight, the attention kernels'
+    # K/V at the tier's rate (`class_in_flight`).
+    per_byte = ch.busy_per_byte(slow[DRAM] / tp, busy)
+    bandwidth = jax.vmap(lambda f: ch.stream_bandwidth(tiers, f, per_byte))(
+        ch.class_in_flight(chip)
+    )  # [classes, tiers]
+    class_tier = seconds_at(full / tp, bandwidth)  # [classes, tiers]
+    stream = jnp.sum(class_tier, axis=0)
     pim_flops = jnp.sum(flops[:, PIM])
     # Attention in PIM sends its scores to a host softmax and takes the probabilities
     # back over the PIM dies' external links (none when the softmax sits beside them).
@@ -177,14 +184,13 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     overlapped = ch.overlapped_seconds(tier_seconds[SRAM], tier_seconds[PIM], tier_seconds[DRAM], compute_seconds, chip)
     # Kernels in sequence: each class's kernel overlaps only its own channels, and the
     # classes add (a layer's GEMMs wait for its attention on one stream; NanoFlow, K. Zhu
-    # et al., OSDI 2025, arXiv:2408.12757). Each class streams its full-rate bytes at the
-    # step's rate (so the weights' unpacking time, `busy`, slows the KV classes' bytes as
+    # et al., OSDI 2025, arXiv:2408.12757). Each class streams its full-rate bytes at its
+    # rate in the step (so the weights' unpacking time, `busy`, slows the KV classes' bytes as
     # well, an approximation); of the PIM tier's time each class takes its share of the
     # PIM bytes (its softmax round trips too, though they belong to attention alone: no
     # profile with PIM sets the field; the share's floor of 1 B keeps its gradient finite
     # over a vanishing PIM tier). By Minkowski's inequality the sum is never below the
     # whole step's overlap.
-    class_tier = seconds_at(full / tp, bandwidth[None, :])  # [classes, tiers]
     pim_share = moved[:, PIM] / jnp.maximum(tier_bytes[PIM], 1.0)
     class_tier = class_tier.at[:, PIM].set(tier_seconds[PIM] * pim_share)
     in_sequence = jnp.sum(

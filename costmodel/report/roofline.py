@@ -31,6 +31,7 @@ def attainable_flops(
     unpack: RealScalarLike = 0.0,
     cached: RealScalarLike = 0.0,
     kv_unpack: RealScalarLike = 0.0,
+    in_flight: RealScalarLike | None = None,
 ):
     """FLOP/s one tensor-parallel group reaches on `flops` FLOPs over `moved` bytes, timed
     by the channels as `decode_cost` times a step (no serial terms).
@@ -50,17 +51,19 @@ def attainable_flops(
             SRAM and DRAM (`class_cached_rereads`), streamed at the SRAM tier's rate.
         kv_unpack: the attention kernels' ALU seconds per byte of K/V SRAM and DRAM
             stream, every read unpacked (`kv_dequant_seconds` of one byte), s/B.
+        in_flight: bytes the kernels keep in flight on one chip (`class_in_flight`;
+            0: no bound), B; by default the weights' kernels' (`chip_in_flight`).
 
     Returns:
         `flops` over the overlapped time of the SRAM, PIM, DRAM and compute channels, FLOP/s.
     """
 
-    def one(held, moved, flops, rate, stream_efficiency, unpack, cached, kv_unpack):  # held [tiers], the rest scalars
+    def one(held, moved, flops, rate, stream_efficiency, unpack, cached, kv_unpack, in_flight):  # held [tiers]
         tp = chip.tensor_parallel
         busy = unpack * held[DRAM] * moved / tp
         full = held * (moved / stream_efficiency / tp)
         full = full.at[SRAM].add((full[SRAM] + full[DRAM]) * cached)
-        stream = ch.stream_seconds(full, chip.tiers, ch.chip_in_flight(chip), busy)
+        stream = ch.stream_seconds(full, chip.tiers, in_flight, busy)
         pim = ch.pim_seconds(held[PIM] * moved / tp, held[PIM] * flops / tp, chip)
         compute = ch.compute_seconds(flops, rate, held[SRAM], held[DRAM], ch.effective_feed(chip), tp)
         compute = compute + kv_unpack * (held[SRAM] + held[DRAM]) * moved / tp
@@ -69,11 +72,15 @@ def attainable_flops(
     # The channel functions time one point: broadcast the batch axes explicitly (the
     # tests forbid rank promotion) and map `one` over them.
     held = jnp.asarray(held, dtype=float)
-    points = [jnp.asarray(a, dtype=float) for a in (moved, flops, rate, stream_efficiency, unpack, cached, kv_unpack)]
+    in_flight = ch.chip_in_flight(chip) if in_flight is None else in_flight
+    points = [
+        jnp.asarray(a, dtype=float)
+        for a in (moved, flops, rate, stream_efficiency, unpack, cached, kv_unpack, in_flight)
+    ]
     batch = jnp.broadcast_shapes(held.shape[:-1], *(a.shape for a in points))
     held = jnp.broadcast_to(held, (*batch, held.shape[-1]))
     points = [jnp.broadcast_to(a, batch) for a in points]
-    return jnp.vectorize(one, signature="(t),(),(),(),(),(),(),()->()")(held, *points)
+    return jnp.vectorize(one, signature="(t),(),(),(),(),(),(),(),()->()")(held, *points)
 
 
 def class_rates(e: Evaluation) -> tuple[np.ndarray, np.ndarray]:
@@ -81,7 +88,7 @@ def class_rates(e: Evaluation) -> tuple[np.ndarray, np.ndarray]:
     each class reaches) of an evaluation: each class (its heat buckets summed) through the
     channels as placed, with its own compute rate, small-kernel stream efficiency and,
     for quantised weights and K/V, the unpacking `decode_cost` prices, and the K/V re-reads the
-    on-chip cache serves (`attainable_flops`)."""
+    on-chip cache serves, each under its kernels' bytes in flight (`attainable_flops`)."""
     traffic = lower_traffic(e.workload)
     moved = class_sum(e.placement * (traffic.read_bytes + traffic.writes)[:, None], axis=0)  # [classes, tiers]
     total = jnp.sum(moved, axis=-1)
@@ -96,6 +103,7 @@ def class_rates(e: Evaluation) -> tuple[np.ndarray, np.ndarray]:
         jnp.where(jnp.asarray(CLASS_IS_KV), 0.0, ch.dequant_seconds(1.0, e.workload, e.chip)),
         ch.class_cached_rereads(traffic, e.chip),
         jnp.where(jnp.asarray(CLASS_IS_KV), ch.kv_dequant_seconds(1.0, traffic, e.workload, e.chip), 0.0),
+        ch.class_in_flight(e.chip),
     )
     return held, np.asarray(rates, dtype=float)
 

@@ -1,0 +1,137 @@
+"""The NVLink and Infinity Fabric presets' all-reduce rate from published NCCL/RCCL measurements.
+
+`allreduce_seconds` (costmodel/_core/channels.py) prices a tensor-parallel all-reduce of a
+message of S bytes over n chips as `link_latency + 2 (n - 1) / n x S / link_bandwidth` (a
+ring: Patarasuk and Yuan, J. Parallel Distrib. Comput. 69(2), 2009). The H100, H200, A100
+and MI300X presets had taken their links' line rate per direction (NVLink4 450 GB/s, NVLink3
+300 GB/s, xGMI 448 GB/s), which NCCL's all-reduce reaches at no message size a decode step
+carries: "450GB/s is the line rate. With the protocol overhead (~20%) NCCL can get an
+effective NVLink bandwidth of 370GB/s" on H100, and more than that only with NVLink SHARP
+on messages of hundreds of MiB (S. Jeaugey, NVIDIA, https://github.com/NVIDIA/nccl-tests/issues/212).
+A decode step's all-reduce carries one d_model vector of 16-bit activations per query token
+(64-2,048 tokens x 4,096-16,384 x 2 B: 1-32 MiB for the serving and decode tables'
+tensor-parallel rows), where the measured bus bandwidth is well below that.
+
+This script fits `link_bandwidth` by least squares (on time) to one published nccl-tests /
+rccl-tests `all_reduce_perf` run per interconnect, eight GPUs of one host, out-of-place
+times at 1-32 MiB, with `link_latency` kept
+at the preset's small-message value (NVLink SHARP all-reduces under CUDA graphs, which the
+engines' own small all-reduces approach: NVIDIA/nccl issue 1259; nccl-tests launches each
+all-reduce without a graph, so its times at 1-4 MiB sit above the fitted line by 30-50 %).
+
+Sources (numbers as printed; each row checked: size / time gives its algbw, algbw x 7/4 its
+busbw):
+- H100 SXM (NVLink4, NVSwitch; the H200's links are the same): eight ranks (one process per
+  GPU, as serving engines run them) on one AWS p5
+  (8 x H100 SXM), aws-samples/awsome-distributed-training,
+  1.architectures/3.aws-batch/README.md, "NCCL Tests on AWS Batch" (image
+  public.ecr.aws/hpc-cloud/nccl-tests; NCCL's default algorithm, NVLink SHARP at large
+  sizes: 483 GB/s bus bandwidth at 16 GiB). Not pinned to a commit (the stored copy's
+  history was not reachable). Cross-check: an independent eight-rank run in kvcache-ai/Mooncake
+  pull request 3484 (https://github.com/kvcache-ai/Mooncake/pull/3484; the pull request's
+  other runs list eight H20, NVLink4 and NVSwitch) fits 289 GB/s against this one's 283.
+- MI300X (xGMI, fully connected): `mpirun -np 8 ... all_reduce_perf -b 8 -e 8G -f 2 -g 1`,
+  eight "AMD Instinct MI300X" on one host, rccl-tests develop:a7809b3, github.com/hisohara/ai-scripts,
+  training/01_rccl-smoketest/README.md at 0780bb3c957ba1dd4254b3147c2027a44304db34.
+- A100 SXM4 (NVLink3, NVSwitch): eight A100-SXM4-40GB (DGX A100 bus ids) in one process
+  (`-g 8`), nccl-tests output kept as a test fixture in github.com/AFDWang/Hetu-Galvatron,
+  tests/profiler/test_hardware_profile.py at 6f77a6cb29a6fc165db86b434010e306f76285ad (the
+  NCCL version is not given). One process for all eight GPUs may be slower at 1-8 MiB than
+  one per GPU (an assumption, not measured here), so the A100's rate may be low.
+
+Run from the repository root (a second):
+
+    python benchmarks/gpu_allreduce_fit.py
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from costmodel.io import chip_info
+
+
+GPUS = 8
+MIB = 1 << 20
+FIT_SIZES = tuple(MIB << k for k in range(6))
+"""1-32 MiB: the messages of the tables' tensor-parallel decode steps (see above)."""
+
+TABLES = {  # preset: (the presets that take the fit, rows: size (B), out-of-place time (us), algbw, busbw)
+    "h100-sxm": (
+        ("h100-sxm", "h200-sxm"),
+        (
+            (1048576, 28.56, 36.71, 64.24),
+            (2097152, 43.45, 48.27, 84.47),
+            (4194304, 55.44, 75.66, 132.41),
+            (8388608, 84.29, 99.52, 174.16),
+            (16777216, 124.0, 135.33, 236.82),
+            (33554432, 198.6, 168.93, 295.63),
+            (67108864, 326.6, 205.45, 359.54),
+        ),
+    ),
+    "mi300x": (
+        ("mi300x",),
+        (
+            (1048576, 28.39, 36.94, 64.64),
+            (2097152, 36.68, 57.17, 100.05),
+            (4194304, 52.96, 79.20, 138.60),
+            (8388608, 84.78, 98.95, 173.16),
+            (16777216, 149.9, 111.92, 195.85),
+            (33554432, 246.3, 136.25, 238.45),
+            (67108864, 432.5, 155.15, 271.51),
+        ),
+    ),
+    "a100-80gb-sxm": (
+        ("a100-80gb-sxm", "a100-40gb-sxm"),
+        (
+            (1048576, 78.77, 13.31, 23.29),
+            (2097152, 108.8, 19.28, 33.73),
+            (4194304, 131.1, 31.98, 55.97),
+            (8388608, 183.4, 45.74, 80.04),
+            (16777216, 293.6, 57.14, 99.99),
+            (33554432, 415.7, 80.73, 141.27),
+            (67108864, 657.2, 102.11, 178.69),
+        ),
+    ),
+}
+H20_CHECK = (  # kvcache-ai/Mooncake pull request 3484: eight ranks (H20), out-of-place time (us)
+    (1048576, 27.76),
+    (2097152, 40.66),
+    (4194304, 53.24),
+    (8388608, 81.16),
+    (16777216, 121.33),
+    (33554432, 195.40),
+)
+
+
+def fit(rows, latency: float, sizes: tuple[int, ...] = FIT_SIZES) -> float:
+    """The ring model's bandwidth, B/s, fitted by least squares on time to the rows of
+    `sizes` ((size B, time us, ...) each), its latency fixed at `latency` s."""
+    pairs = [(r[0], r[1]) for r in rows if r[0] in sizes]
+    sent = np.array([2.0 * (GPUS - 1) / GPUS * s for s, _ in pairs])
+    above = np.array([t * 1e-6 - latency for _, t in pairs])
+    return float(np.sum(sent * sent) / np.sum(sent * above))
+
+
+def main() -> None:
+    for preset, (takers, rows) in TABLES.items():
+        for size, us, algbw, busbw in rows:  # the transcription's own consistency
+            assert abs(size / us / 1e3 - algbw) < 0.01 * algbw + 0.01, (preset, size)
+            assert abs(algbw * 2 * (GPUS - 1) / GPUS - busbw) < 0.01 * busbw + 0.02, (preset, size)
+        latency = float(np.asarray(chip_info(preset).chip.link_latency))
+        bandwidth = fit(rows, latency)
+        print(
+            f"{preset} (for {', '.join(takers)}): latency {latency * 1e6:.1f} us (the preset's), "
+            f"bandwidth fitted on 1-32 MiB {bandwidth / 1e9:.1f} GB/s"
+        )
+        for size, us, *_ in rows:
+            model = latency + 2.0 * (GPUS - 1) / GPUS * size / bandwidth
+            print(
+                f"  {size / MIB:4.0f} MiB: measured {us:7.2f} us, ring model {model * 1e6:7.2f} us ({model / (us * 1e-6) - 1:+.1%})"
+            )
+    latency = float(np.asarray(chip_info("h100-sxm").chip.link_latency))
+    print(f"cross-check, eight H20 (NVLink4): {fit(H20_CHECK, latency) / 1e9:.1f} GB/s")
+
+
+if __name__ == "__main__":
+    main()
