@@ -7,17 +7,26 @@ and MI300X presets had taken their links' line rate per direction (NVLink4 450 G
 300 GB/s, xGMI 448 GB/s), which NCCL's all-reduce reaches at no message size a decode step
 carries: "450GB/s is the line rate. With the protocol overhead (~20%) NCCL can get an
 effective NVLink bandwidth of 370GB/s" on H100, and more than that only with NVLink SHARP
-on messages of hundreds of MiB (S. Jeaugey, NVIDIA, https://github.com/NVIDIA/nccl-tests/issues/212).
-A decode step's all-reduce carries one d_model vector of 16-bit activations per query token
-(64-2,048 tokens x 4,096-16,384 x 2 B: 1-32 MiB for the serving and decode tables'
-tensor-parallel rows), where the measured bus bandwidth is well below that.
+on messages of GiB (S. Jeaugey, NVIDIA, https://github.com/NVIDIA/nccl-tests/issues/212;
+the p5 table below passes 450 at 4 GiB). A decode step's all-reduce carries one d_model
+vector of 16-bit activations per query token (64-2,048 tokens x 4,096-16,384 x 2 B:
+0.5-64 MiB, mostly 1-32 MiB, for the serving and decode tables' tensor-parallel rows),
+where the measured bus bandwidth is well below that. A step with prompt chunks, or a
+long prompt's prefill, carries tens of MiB to GiB, where these tables measure 1.3-1.5x
+the fitted rate (H100 360-440 GB/s bus bandwidth, MI300X 270-315): one rate per link
+prices those all-reduces slow, and the prompt pass's efficiency calibrated on long-prompt
+time to first token (benchmarks/prefill_calibration.py) absorbs part of it.
 
 This script fits `link_bandwidth` by least squares (on time) to one published nccl-tests /
 rccl-tests `all_reduce_perf` run per interconnect, eight GPUs of one host, out-of-place
 times at 1-32 MiB, with `link_latency` kept
-at the preset's small-message value (NVLink SHARP all-reduces under CUDA graphs, which the
-engines' own small all-reduces approach: NVIDIA/nccl issue 1259; nccl-tests launches each
-all-reduce without a graph, so its times at 1-4 MiB sit above the fitted line by 30-50 %).
+at the preset's small-message value (all-reduces under CUDA graphs, which the engines' own
+small all-reduces approach: NVIDIA/nccl issue 1259, on Hopper with NVLink SHARP; nccl-tests
+launches each all-reduce without a graph). The fitted line meets the measured times at
+16-32 MiB and sits under them at 1-4 MiB: 39-52 % under on the H100, 22-37 % on the MI300X,
+48-69 % on the A100. The fits are of eight GPUs and are taken for a group of two or four as
+they are (the ring's 2 (n - 1) / n carries the group size; NVLink SHARP gains less below
+five GPUs: NVIDIA/nccl issue 1455).
 
 Sources (numbers as printed; each row checked: size / time gives its algbw, algbw x 7/4 its
 busbw):

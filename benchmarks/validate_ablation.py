@@ -5,9 +5,10 @@ refitted on the same rows, and the held-out errors compared side by side.
 
 Terms:
 
-- **Little's law** (`costmodel.stream_bandwidth`): a framework's kernels keep
-  `bytes_in_flight_KB` per SM in flight, so DRAM streams at most `SMs x bytes in
-  flight / DRAM latency`. Off: the profiles fit a `memory_efficiency` multiplier on
+- **Little's law** (`costmodel.stream_bandwidth`): a framework's weight kernels keep
+  `bytes_in_flight_KB` per SM in flight, so DRAM streams the weights at most `SMs x
+  bytes in flight / DRAM latency` (the attention kernels' K/V is not bound:
+  `costmodel.class_in_flight`). Off: the profiles fit a `memory_efficiency` multiplier on
   the same rows instead (the model before issue 16).
 - **The GEMMs' half-rate length** (`half_rate_rows` of a profile, `costmodel.hockney`):
   a weight matmul over m rows runs at `m / (m + n½ (1 - 1/m))` of the FLOP rate. No
@@ -19,8 +20,8 @@ Terms:
   steps. Off: at the profile's (the model before 2026-12-04).
 - **The prompt pass's efficiency** (`ChipInfo.prefill_efficiency`): that prefill at
   the share of the chip's compute efficiency a pass of prompts alone reaches (calibrated
-  on the serving table's long-prompt time to first token: 0.748 on the H100 and H200,
-  0.392 on the MI300X). Off: at all of it (the model before 2026-12-06).
+  on the serving table's long-prompt time to first token: 0.768 on the H100 and H200,
+  0.428 on the MI300X, 0.748 and 0.392 before 2026-12-07). Off: at all of it (the model before 2026-12-06).
 - **Kernels in sequence** (`Chip.serial_kernels`, every GPU engine's profile): each
   block class's kernel overlaps only its own memory and compute, and the classes' times
   add. Off: the whole step's bytes and FLOPs overlap (the model before 2026-12-06).
@@ -44,7 +45,7 @@ Terms:
 - **vLLM V0's host time by mode and layout** (`Framework.host_offline`,
   `Chip.host_per_sequence_tp`, fitted in closed form on two rows: `costmodel.validate.fit_engine_host`):
   an engine run offline has its own host time per sequence (30.6 µs against the
-  served 167 µs), and a step on more than one tensor-parallel chip adds 61.2 µs per sequence.
+  served 170 µs), and a step on more than one tensor-parallel chip adds 61.2 µs per sequence.
   "offline host off": those rows at the served value (the tensor-parallel term kept);
   "TP host off": no tensor-parallel term; "engine host off": neither (the model before
   2026-12-06's fifteenth session). Not refitted: the pair is fitted together.

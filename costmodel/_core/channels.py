@@ -210,7 +210,7 @@ def stream_bandwidth(tiers: Tiers, in_flight: Scalar | float = 0.0, busy_per_byt
     Args:
         tiers: the tiers (may carry batch axes).
         in_flight: bytes in flight on the whole chip (`Chip.parallel_units x
-            Chip.bytes_in_flight`), B; 0: no bound.
+            Chip.bytes_in_flight`, or a class's `class_in_flight`), B; 0: no bound.
         busy_per_byte: the chip's ALU time per full-rate DRAM byte between a load and
             the next (`dequant_seconds` over the bytes), s/B; 0: none.
 
@@ -248,11 +248,17 @@ def class_in_flight(chip: Chip) -> PerClass:
     launched one thread block per sequence and (query or K/V) head, hundreds to
     thousands of them at a serving batch, each with 8-32 KiB of K/V loads issued
     before their first use: TensorRT-LLM's masked MHA and XQA, vLLM's PagedAttention
-    and FlashAttention-2's decode keep some 32-96 KiB in flight per SM on an H100,
-    where about 18 KiB covers HBM3's latency at its rate (3.35 TB/s x ~0.7 us / 132
-    SMs). Their launch shapes and tiles, read from the public source, are in
-    benchmarks/attention_kernel_launch_shapes.md. So Little's law does not bind the
-    K/V stream."""
+    and FlashAttention-2's decode request some 32-96 KiB in flight per SM on an H100,
+    where about 18 KiB covers HBM3's latency at its rate (3.35 TB/s x ~0.7 us loaded,
+    an assumption / 132 SMs). Their launch shapes and tiles, read from the public
+    source, are in benchmarks/attention_kernel_launch_shapes.md. So Little's law does
+    not bind the K/V stream. Exceptions this leaves out: a kernel with a block per
+    query head over a grouped-query cache (masked MHA, PagedAttention) requests its
+    group's K/V several times, and if its cache serves the re-reads it has only 8-16
+    KiB of DRAM-unique bytes in flight per SM, near or below that yardstick
+    (TensorRT-LLM 0.8/0.9's grouped-query rows, which ran masked MHA, now price too
+    fast); and at a batch of one the attention launches only a block per head.
+    """
     return jnp.where(jnp.asarray(CLASS_IS_KV), 0.0, chip_in_flight(chip))
 
 
@@ -263,8 +269,8 @@ def stream_seconds(full_rate_bytes, tiers: Tiers, in_flight: Scalar | float = 0.
         full_rate_bytes: `[..., tiers]` bytes per tier, each already divided by the
             `kernel_efficiency` of the kernel it belongs to (full-rate equivalents), B.
         tiers: the tiers; each streams at `stream_bandwidth`.
-        in_flight: bytes the kernels keep in flight on the chip (`chip_in_flight`), B;
-            0: no latency bound.
+        in_flight: bytes the kernels keep in flight on the chip (`chip_in_flight`, or a
+            class's `class_in_flight`), B; 0: no latency bound.
         busy: the chip's ALU seconds on the DRAM stream's bytes between their loads and
             the next (`dequant_seconds`), s: they lengthen each slot of the latency
             bound, and bound the stream by the ALUs' throughput where there is none.

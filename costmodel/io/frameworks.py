@@ -16,8 +16,9 @@ MULTIPLIERS = ("memory_efficiency", "compute_efficiency", "kernel_overhead", "li
 """The multipliers of a framework profile, the first entries of its log vector."""
 
 IN_FLIGHT = "bytes_in_flight_KB"
-"""The profile's kernel concurrency: bytes its decode kernels keep in flight per
-parallel unit (a GPU's SM), kB; the fifth entry of the log vector. Absent:
+"""The profile's kernel concurrency: bytes its weights' decode kernels keep in flight
+per parallel unit (a GPU's SM), kB; the fifth entry of the log vector (the attention
+kernels' K/V is not bound: `costmodel.class_in_flight`). Absent:
 `UNBOUNDED_IN_FLIGHT_KB`."""
 
 HALF_RATE = "half_rate_rows"

@@ -34,7 +34,9 @@ def attainable_flops(
     in_flight: RealScalarLike | None = None,
 ):
     """FLOP/s one tensor-parallel group reaches on `flops` FLOPs over `moved` bytes, timed
-    by the channels as `decode_cost` times a step (no serial terms).
+    by the channels as `decode_cost` times a step (no serial terms; one difference: here
+    each class's stream takes its own unpacking time, `unpack`, where `decode_cost`
+    spreads the weights' over every byte DRAM streams, K/V included).
 
     Args:
         chip: the chip, with its tensor-parallel group size set.
@@ -117,8 +119,9 @@ def roofline_plot(evaluation: Evaluation, path: str | Path, title: str = "") -> 
 
     Left: attainable FLOP/s of one tensor-parallel group against arithmetic intensity,
     with the compute roof (peak x efficiency of the weights' precision) and one roof
-    per tier that holds anything (its bytes and FLOPs through `attainable_flops`; for
-    PIM, its internal bandwidth and PIM FLOP/s); each block class at the rate the
+    per tier that holds anything (its bytes and FLOPs through `attainable_flops`, DRAM's
+    under the weights' bytes in flight; for PIM, its internal bandwidth and PIM FLOP/s),
+    so a KV class, not bound by them (`class_in_flight`), may sit above DRAM's roof; each block class at the rate the
     channels give its own bytes, spread over the tiers as placed (lowered by its
     small-kernel efficiency, capped by its own compute rate: attention efficiency,
     Hockney factor and the tiers' compute feed, all 1 on an uncalibrated chip), in the
