@@ -185,8 +185,8 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     # Kernels in sequence: each class's kernel overlaps only its own channels, and the
     # classes add (a layer's GEMMs wait for its attention on one stream; NanoFlow, K. Zhu
     # et al., OSDI 2025, arXiv:2408.12757). Each class streams its full-rate bytes at its
-    # rate in the step (so the weights' unpacking time, `busy`, slows the KV classes' bytes as
-    # well, an approximation); of the PIM tier's time each class takes its share of the
+    # rate in the step (so the weights' unpacking time, `busy`, slows the KV classes'
+    # bytes as well, an approximation); of the PIM tier's time each class takes its share of the
     # PIM bytes (its softmax round trips too, though they belong to attention alone: no
     # profile with PIM sets the field; the share's floor of 1 B keeps its gradient finite
     # over a vanishing PIM tier). By Minkowski's inequality the sum is never below the

@@ -121,11 +121,11 @@ def roofline_plot(evaluation: Evaluation, path: str | Path, title: str = "") -> 
     with the compute roof (peak x efficiency of the weights' precision) and one roof
     per tier that holds anything (its bytes and FLOPs through `attainable_flops`, DRAM's
     under the weights' bytes in flight; for PIM, its internal bandwidth and PIM FLOP/s),
-    so a KV class, not bound by them (`class_in_flight`), may sit above DRAM's roof; each block class at the rate the
-    channels give its own bytes, spread over the tiers as placed (lowered by its
-    small-kernel efficiency, capped by its own compute rate: attention efficiency,
-    Hockney factor and the tiers' compute feed, all 1 on an uncalibrated chip), in the
-    colour of the tier that holds most of it; and the step as a whole at its achieved
+    so a KV class, not bound by them (`class_in_flight`), may sit above DRAM's roof;
+    each block class at the rate the channels give its own bytes, spread over the tiers
+    as placed (lowered by its small-kernel efficiency, capped by its own compute rate:
+    attention efficiency, Hockney factor and the tiers' compute feed, all 1 on an
+    uncalibrated chip), in the colour of the tier that holds most of it; and the step as a whole at its achieved
     FLOP/s. Right: each channel's time per step against the step time.
 
     Args:
