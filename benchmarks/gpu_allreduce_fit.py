@@ -55,6 +55,9 @@ Run from the repository root (a second):
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 
 from costmodel.io import chip_info
@@ -76,6 +79,10 @@ TABLES = {  # preset: (the presets that take the fit, rows: size (B), out-of-pla
             (16777216, 124.0, 135.33, 236.82),
             (33554432, 198.6, 168.93, 295.63),
             (67108864, 326.6, 205.45, 359.54),
+            (134217728, 592.8, 226.39, 396.19),
+            (268435456, 1121.4, 239.38, 418.91),
+            (536870912, 2165.3, 247.94, 433.90),
+            (1073741824, 4253.0, 252.47, 441.81),
         ),
     ),
     "mi300x": (
@@ -88,6 +95,10 @@ TABLES = {  # preset: (the presets that take the fit, rows: size (B), out-of-pla
             (16777216, 149.9, 111.92, 195.85),
             (33554432, 246.3, 136.25, 238.45),
             (67108864, 432.5, 155.15, 271.51),
+            (134217728, 800.3, 167.72, 293.50),
+            (268435456, 1540.4, 174.26, 304.96),
+            (536870912, 3027.1, 177.35, 310.37),
+            (1073741824, 5990.7, 179.24, 313.66),
         ),
     ),
     "a100-80gb-sxm": (
@@ -100,6 +111,10 @@ TABLES = {  # preset: (the presets that take the fit, rows: size (B), out-of-pla
             (16777216, 293.6, 57.14, 99.99),
             (33554432, 415.7, 80.73, 141.27),
             (67108864, 657.2, 102.11, 178.69),
+            (134217728, 1256.7, 106.80, 186.91),
+            (268435456, 2338.9, 114.77, 200.85),
+            (536870912, 4651.2, 115.43, 202.00),
+            (1073741824, 8139.9, 131.91, 230.84),
         ),
     ),
 }
@@ -113,6 +128,17 @@ H20_CHECK = (  # kvcache-ai/Mooncake pull request 3484: eight ranks (H20), out-o
 )
 
 
+def l40s_rows():
+    """The eight-L40S rows of benchmarks/l40s_allreduce_fit.py (the script beside this one)."""
+    spec = importlib.util.spec_from_file_location(
+        "l40s_allreduce_fit", Path(__file__).with_name("l40s_allreduce_fit.py")
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.ROWS
+
+
 def fit(rows, latency: float, sizes: tuple[int, ...] = FIT_SIZES) -> float:
     """The ring model's bandwidth, B/s, fitted by least squares on time to the rows of
     `sizes` ((size B, time us, ...) each), its latency fixed at `latency` s."""
@@ -120,6 +146,56 @@ def fit(rows, latency: float, sizes: tuple[int, ...] = FIT_SIZES) -> float:
     sent = np.array([2.0 * (GPUS - 1) / GPUS * s for s, _ in pairs])
     above = np.array([t * 1e-6 - latency for _, t in pairs])
     return float(np.sum(sent * sent) / np.sum(sent * above))
+
+
+KNEE_SIZES = tuple(MIB << k for k in range(3, 11))
+"""8 MiB-1 GiB: prompt chunks and prefills (thousands of tokens x d_model x 2 B), where the
+measured time leaves the 1-32 MiB line."""
+
+
+def fit_knee(rows, latency: float, bandwidth: float, sizes: tuple[int, ...] = KNEE_SIZES) -> tuple[float, float]:
+    """(knee B, rate beyond it B/s) of the two-line ring model (`costmodel.ring_seconds`),
+    the first line (`latency`, `bandwidth`) kept: least squares on the relative error of
+    the times of `sizes`, the rate in closed form for each knee of a fine grid."""
+    pairs = np.array([(r[0], r[1] * 1e-6) for r in rows if r[0] in sizes])
+    size, seconds = pairs[:, 0], pairs[:, 1]
+    share = 2.0 * (GPUS - 1) / GPUS
+    best = (np.inf, 0.0, 0.0)
+    for knee in np.geomspace(MIB, 256 * MIB, 4001):
+        base = latency + share * np.minimum(size, knee) / bandwidth  # the first line's part
+        beyond = share * np.maximum(size - knee, 0.0)  # seconds = base + beyond / rate
+        # Relative residual (base + beyond x) / t - 1, linear in x = 1 / rate.
+        a, b = beyond / seconds, base / seconds - 1.0
+        if not np.any(a > 0):
+            continue
+        x = max(-np.sum(a * b) / np.sum(a * a), 1e-15)
+        loss = float(np.sum((a * x + b) ** 2))
+        if loss < best[0]:
+            best = (loss, float(knee), 1.0 / x)
+    return best[1], best[2]
+
+
+def two_lines(size: float, latency: float, bandwidth: float, knee: float, large: float) -> float:
+    """The two-line ring model's time of one all-reduce of `size` bytes, s."""
+    share = 2.0 * (GPUS - 1) / GPUS
+    return latency + share * (min(size, knee) / bandwidth + max(size - knee, 0.0) / large)
+
+
+def print_knee(preset: str, rows) -> None:
+    """The second line's fit for `preset` (its first line the preset's), and its errors."""
+    chip = chip_info(preset).chip
+    latency, bandwidth = float(chip.link_latency), float(chip.link_bandwidth)
+    knee, large = fit_knee(rows, latency, bandwidth)
+    print(
+        f"  second line (fitted on 8 MiB-1 GiB, the first kept): link_knee_MB {knee / 1e6:.1f}, "
+        f"link_bandwidth_large_GBps {large / 1e9:.1f}"
+    )
+    for size, us, *_ in rows:
+        if size >= 8 * MIB:
+            model = two_lines(size, latency, bandwidth, knee, large)
+            print(
+                f"  {size / MIB:5.0f} MiB: measured {us:9.1f} us, two lines {model * 1e6:9.1f} us ({model / (us * 1e-6) - 1:+.1%})"
+            )
 
 
 def main() -> None:
@@ -138,6 +214,9 @@ def main() -> None:
             print(
                 f"  {size / MIB:4.0f} MiB: measured {us:7.2f} us, ring model {model * 1e6:7.2f} us ({model / (us * 1e-6) - 1:+.1%})"
             )
+        print_knee(preset, rows)
+    print("l40s (benchmarks/l40s_allreduce_fit.py's rows and first line):")
+    print_knee("l40s", l40s_rows())
     latency = float(np.asarray(chip_info("h100-sxm").chip.link_latency))
     print(f"cross-check, eight H20 (NVLink4): {fit(H20_CHECK, latency) / 1e9:.1f} GB/s")
 

@@ -13,8 +13,9 @@ range, not a measured small-message latency (8-byte all-reduces on eight PCIe GP
 kinds take 42-54 us: NVIDIA/nccl issues 1530 and 1439), and the range was chosen with those
 rows in view: over 1-8 MiB the fit gives 52.0 us and 20.9 GB/s. Above 8 MiB the measured
 bus bandwidth falls to a flat ~11.4 GB/s from 32 MiB on (its cause not stated: perhaps a
-cross-socket or host-bridge limit), which the fit does not follow: larger messages (a
-serving engine's batches of hundreds, its prompt passes) are priced fast by it.
+cross-socket or host-bridge limit), which this line does not follow; the second line of
+`Chip.link_bandwidth_large` past `Chip.link_knee` does (`python benchmarks/gpu_allreduce_fit.py`
+fits it to the rows to 1 GiB, with this script's latency and rate kept).
 
 Source (transcribed from the screenshot
 https://github.com/MayElbaz18/nccl-l40s-iommu-fix/blob/70cd1bfc6d17e8fddd6248c56cc4359da0192670/images/success.png,
@@ -49,6 +50,11 @@ ROWS = (  # size (B), out-of-place time (us), algbw (GB/s), busbw (GB/s)
     (8388608, 758.77, 11.06, 19.35),
     (16777216, 2037.97, 8.23, 14.41),
     (33554432, 5046.47, 6.65, 11.64),
+    (67108864, 10114.5, 6.63, 11.61),
+    (134217728, 20927.0, 6.41, 11.22),
+    (268435456, 41021.9, 6.54, 11.45),
+    (536870912, 81697.2, 6.57, 11.50),
+    (1073741824, 163851.0, 6.55, 11.47),
 )
 FIT_SIZES = (1048576, 2097152, 4194304)
 """The sizes of the decode table's L40S rows' messages (see above)."""

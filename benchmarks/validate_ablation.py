@@ -20,8 +20,8 @@ Terms:
   steps. Off: at the profile's (the model before 2026-12-04).
 - **The prompt pass's efficiency** (`ChipInfo.prefill_efficiency`): that prefill at
   the share of the chip's compute efficiency a pass of prompts alone reaches (calibrated
-  on the serving table's long-prompt time to first token: 0.768 on the H100 and H200,
-  0.428 on the MI300X, 0.748 and 0.392 before 2026-12-07). Off: at all of it (the model before 2026-12-06).
+  on the serving table's long-prompt time to first token: 0.755 on the H100 and H200,
+  0.41 on the MI300X; 0.748 and 0.392 before 2026-12-07, 0.768 and 0.428 before its all-reduce's second line). Off: at all of it (the model before 2026-12-06).
 - **Kernels in sequence** (`Chip.serial_kernels`, every GPU engine's profile): each
   block class's kernel overlaps only its own memory and compute, and the classes' times
   add. Off: the whole step's bytes and FLOPs overlap (the model before 2026-12-06).

@@ -30,6 +30,7 @@ from ._core.channels import (
     overlapped_seconds as overlapped_seconds,
     pim_seconds as pim_seconds,
     pipelined_seconds as pipelined_seconds,
+    ring_seconds as ring_seconds,
     softmax_bytes as softmax_bytes,
     softmax_seconds as softmax_seconds,
     stream_bandwidth as stream_bandwidth,

@@ -39,6 +39,8 @@ SWITCH_ON = {
     "static_power": 100.0,
     "kernel_overhead": 10e-6,
     "link_bandwidth": 100e9,
+    "link_knee": 1e6,
+    "link_bandwidth_large": 50e9,
     "link_latency": 10e-6,
     "hop_latency": 10e-6,
     "host_step": 1e-3,
@@ -119,6 +121,10 @@ def _perturbed(leaf_name: str, value: float) -> float:
     return value * FACTOR
 
 
+LARGEST_MESSAGE = 256 * 4096 * 2 * 2
+"""Bytes of the largest all-reduce message any probe sends (batch x d_model x 2 B: Llama 3
+8B, batch 256, 16-bit activations), with a margin of 2: an f32 probe's activations."""
+
 OFF = 1e-5
 """How close to its off value (0 or 1) a fitted knob may be and count as off."""
 
@@ -148,6 +154,10 @@ def inert_reason(chip: cm.Chip, label: str) -> str | None:
         return "the chip has no energy figures (a time-only calibration): its power is 0 and never reaches a cap"
     if label in ("link_latency", "host_per_sequence_tp") and float(chip.link_bandwidth) <= 0:
         return "no chip-to-chip link (link_bandwidth 0): a multi-chip step is infinitely slow whatever the latency"
+    if label == "link_knee" and float(chip.link_bandwidth_large) <= 0:
+        return "no second line of the all-reduce (link_bandwidth_large 0): every byte at link_bandwidth"
+    if label == "link_bandwidth_large" and float(chip.link_knee) > LARGEST_MESSAGE:
+        return "the all-reduce's knee lies past every probe's message (at most 256 x 4096 x 2 B = 2 MiB)"
     no_rereads = float(chip.attention_kv_rereads) <= 0 and float(chip.attention_heads_per_block) <= 0
     if label == "attention_rereads_cached" and no_rereads:
         return "no K/V re-reads (attention_kv_rereads and attention_heads_per_block 0): nothing for the cache to serve"

@@ -481,11 +481,35 @@ def access_seconds(accesses, shares, latency, overhead):
     return accesses * jnp.sum(latency * shares, axis=-1) + accesses * overhead
 
 
+def ring_seconds(message, chip: Chip):
+    """Seconds one chip's link takes to move `message` bytes of an all-reduce: those up to
+    `Chip.link_knee` at `Chip.link_bandwidth`, the rest at `Chip.link_bandwidth_large`
+    (every byte at `link_bandwidth` where that is 0).
+
+    A measured all-reduce's time against its size is two lines: NCCL's ring on eight
+    H100 (NVLink4, NVSwitch) moves 1-32 MiB at some 283 GB/s per link and the bytes past
+    ~25 MiB at ~450 (protocol and algorithm change with the size: NVLink SHARP at large
+    messages), RCCL's on eight MI300X 235 and ~320; on eight L40S over PCIe the rate
+    falls past ~8 MiB from 22 to ~11 GB/s. `python benchmarks/gpu_allreduce_fit.py`
+    fits both lines to the published runs.
+
+    Examples:
+        >>> import costmodel as cm
+        >>> from costmodel._core.channels import ring_seconds
+        >>> chip = cm.chip_preset("h100-sxm").replace(link_bandwidth=200e9, link_knee=20e6, link_bandwidth_large=400e9)
+        >>> [round(float(ring_seconds(s, chip)) * 1e6, 1) for s in (10e6, 20e6, 60e6)]  # us
+        [50.0, 100.0, 200.0]
+    """
+    large = chip.link_bandwidth_large > 0
+    beyond = jnp.where(large, jnp.maximum(message - chip.link_knee, 0.0), 0.0)
+    return seconds(message - beyond, chip.link_bandwidth) + seconds(beyond, chip.link_bandwidth_large)
+
+
 def allreduce_seconds(workload: Workload, chip: Chip) -> Scalar:
     """Two ring all-reduces per layer across the tensor-parallel group (after attention
     and after the FFN): each chip sends `2 (tp - 1) / tp` of the batch's activations
-    over its link (one `d_model` vector per query token), plus one link latency per
-    all-reduce when `tp > 1`, s.
+    over its link (one `d_model` vector per query token; `ring_seconds`), plus one link
+    latency per all-reduce when `tp > 1`, s.
 
     References:
         P. Patarasuk and X. Yuan, "Bandwidth optimal all-reduce algorithms for
@@ -495,7 +519,7 @@ def allreduce_seconds(workload: Workload, chip: Chip) -> Scalar:
     tp = chip.tensor_parallel
     g = step_groups(workload)  # every query token of the step, prefill chunks included
     message = jnp.sum(g.sequences * g.queries) * m.d_model * s.activation_bytes
-    ring = 2.0 * (tp - 1.0) / tp * seconds(message, chip.link_bandwidth)
+    ring = 2.0 * (tp - 1.0) / tp * ring_seconds(message, chip)
     return 2.0 * m.n_layers * (chip.link_latency * jnp.clip(tp - 1.0, 0.0, 1.0) + ring)
 
 

@@ -138,7 +138,16 @@ class Chip(eqx.Module):
         static_power: static (leakage and idle) power per chip, W.
         power_cap: power limit per chip, W.
         kernel_overhead: fixed time per layer per step (launch, sync), s.
-        link_bandwidth: chip-to-chip bandwidth per direction, B/s.
+        link_bandwidth: chip-to-chip bandwidth per direction, B/s: the rate of an
+            all-reduce's bytes up to `link_knee`, and of the point-to-point KV
+            transfer.
+        link_knee: message size beyond which an all-reduce's further bytes move at
+            `link_bandwidth_large`, B (`costmodel.ring_seconds`).
+        link_bandwidth_large: rate of an all-reduce's bytes beyond `link_knee`, B/s;
+            0: none (every byte at `link_bandwidth`). Collective libraries switch
+            protocol and algorithm with the message size, and a PCIe host bridge
+            may fall to a lower rate past its buffers: a measured all-reduce curve
+            is two lines, not one.
         link_latency: latency of one all-reduce across the tensor-parallel group, s.
         hop_latency: latency of one pipeline hop between chips, s.
         overlap: exponent p of the p-norm that combines the memory and compute
@@ -206,6 +215,8 @@ class Chip(eqx.Module):
     power_cap: Scalar
     kernel_overhead: Scalar
     link_bandwidth: Scalar
+    link_knee: Scalar
+    link_bandwidth_large: Scalar
     link_latency: Scalar
     hop_latency: Scalar
     overlap: Scalar
@@ -263,6 +274,8 @@ def make_chip(
     power_cap: RealScalarLike = 1e9,
     kernel_overhead: RealScalarLike = 0.0,
     link_bandwidth: RealScalarLike = 0.0,
+    link_knee: RealScalarLike = 0.0,
+    link_bandwidth_large: RealScalarLike = 0.0,
     link_latency: RealScalarLike = 0.0,
     hop_latency: RealScalarLike = 0.0,
     host_step: RealScalarLike = 0.0,
@@ -314,6 +327,8 @@ def make_chip(
         power_cap=f(power_cap),
         kernel_overhead=f(kernel_overhead),
         link_bandwidth=f(link_bandwidth),
+        link_knee=f(link_knee),
+        link_bandwidth_large=f(link_bandwidth_large),
         link_latency=f(link_latency),
         hop_latency=f(hop_latency),
         host_step=f(host_step),

@@ -206,6 +206,8 @@ def design_chip(problem: Problem, x, design: Design | None = None) -> Chip:
     return chip.replace(
         tensor_parallel=problem.tensor_parallel,
         link_bandwidth=ref.link_bandwidth,
+        link_knee=ref.link_knee,
+        link_bandwidth_large=ref.link_bandwidth_large,
         link_latency=ref.link_latency,
         hop_latency=ref.hop_latency,
         host_step=ref.host_step,

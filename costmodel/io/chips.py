@@ -104,6 +104,8 @@ CHIP_SCHEMA: tuple[ChipField, ...] = (
     _top("power_cap_w", "positive", 1.0, ("power_cap",)),
     _top("kernel_overhead_us", "nonneg", 1e-6, ("kernel_overhead",)),
     _top("link_bandwidth_GBps", "nonneg", 1e9, ("link_bandwidth",)),
+    _top("link_knee_MB", "nonneg", 1e6, ("link_knee",), default=0.0),
+    _top("link_bandwidth_large_GBps", "nonneg", 1e9, ("link_bandwidth_large",), default=0.0),
     _top("link_latency_us", "nonneg", 1e-6, ("link_latency",)),
     _top("hop_latency_us", "nonneg", 1e-6, ("hop_latency",)),
     _top("host_step_us", "nonneg", 1e-6, ("host_step",), default=0.0),
@@ -153,6 +155,8 @@ OMITTED_AT_ZERO = (
     "attention_heads_per_block",
     "attention_rereads_cached",
     "serial_kernels",
+    "link_knee_MB",
+    "link_bandwidth_large_GBps",
 )
 """Fields a chip file leaves out at 0, their default (`chip_table`)."""
 
