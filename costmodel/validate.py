@@ -32,7 +32,9 @@ Rows with a static batch (`output_tokens_per_second_per_chip`) include prefill, 
 here as compute-bound: each block class's FLOPs of a prefill of `batch x input_tokens`
 tokens at the core's FLOP rate for that class (`costmodel.class_flop_rates`: the peak
 x `compute_efficiency`, x the Hockney factor of its rows, the tokens sharing each
-weight element), over the tensor-parallel group. The prefill runs at the chip's own
+weight element), over the tensor-parallel group, then its all-reduces (one `d_model`
+vector per prompt token, twice a layer: `costmodel.allreduce_seconds`, as a decode step's
+and `costmodel.serving.prompt_seconds`'s; none on one chip). The prefill runs at the chip's own
 compute efficiency (each preset's is an assumption its chip file states, e.g. good
 cuBLAS bf16 GEMMs for the H100; applied to 8-bit GEMMs as well), not the profile's: a
 profile's compute efficiency is fitted on decode steps (GEMMs over the batch's few
@@ -58,7 +60,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._core.channels import class_flop_rates
+from ._core.channels import allreduce_seconds, class_flop_rates
 from ._core.chip import Chip
 from ._core.cost import decode_cost
 from ._core.traffic import lower_traffic
@@ -184,9 +186,13 @@ def with_profile_fields(prepared: Prepared, f: Framework, row: Row) -> Prepared:
 def prefill_seconds(prefill: Workload, chip: Chip) -> jnp.ndarray:
     """Compute-bound prefill time: each class's FLOPs at the rate the core gives that
     class (`class_flop_rates`: a weight matmul over all the prefill's tokens, at the
-    Hockney factor of that many rows), over TP chips."""
+    Hockney factor of that many rows), over TP chips, then the prefill's all-reduces
+    across them (`allreduce_seconds`: the prompt tokens' activations, messages of tens
+    of MiB to GiB, on the link's second line past its knee)."""
     t = lower_traffic(prefill, buckets=False)
-    return jnp.sum(t.flops / class_flop_rates(prefill, t, chip)) / chip.tensor_parallel
+    return jnp.sum(t.flops / class_flop_rates(prefill, t, chip)) / chip.tensor_parallel + allreduce_seconds(
+        prefill, chip
+    )
 
 
 def predict(prepared: Prepared, log_multipliers: jnp.ndarray) -> jnp.ndarray:
