@@ -1,8 +1,10 @@
-"""The NVLink and Infinity Fabric presets' all-reduce rate from published NCCL/RCCL measurements.
+"""The NVLink, Infinity Fabric and PCIe presets' all-reduce lines from published NCCL/RCCL measurements.
 
 `allreduce_seconds` (costmodel/_core/channels.py) prices a tensor-parallel all-reduce of a
-message of S bytes over n chips as `link_latency + 2 (n - 1) / n x S / link_bandwidth` (a
-ring: Patarasuk and Yuan, J. Parallel Distrib. Comput. 69(2), 2009). The H100, H200, A100
+message of S bytes over n chips as `link_latency + 2 (n - 1) / n x (min(S, K) / link_bandwidth
++ max(S - K, 0) / link_bandwidth_large)` with K = `link_knee` (`costmodel.ring_seconds`; a
+ring: Patarasuk and Yuan, J. Parallel Distrib. Comput. 69(2), 2009): two lines, the first
+for a decode step's messages, the second for prompt chunks and prefills. The H100, H200, A100
 and MI300X presets had taken their links' line rate per direction (NVLink4 450 GB/s, NVLink3
 300 GB/s, xGMI 448 GB/s), which NCCL's all-reduce reaches at no message size a decode step
 carries: "450GB/s is the line rate. With the protocol overhead (~20%) NCCL can get an
@@ -13,11 +15,9 @@ vector of 16-bit activations per query token (64-2,048 tokens x 4,096-16,384 x 2
 0.5-64 MiB, mostly 1-32 MiB, for the serving and decode tables' tensor-parallel rows),
 where the measured bus bandwidth is well below that. A step with prompt chunks, or a
 long prompt's prefill, carries tens of MiB to GiB, where these tables measure 1.3-1.5x
-the fitted rate (H100 360-440 GB/s bus bandwidth, MI300X 270-315): one rate per link
-prices those all-reduces slow, and the prompt pass's efficiency calibrated on long-prompt
-time to first token (benchmarks/prefill_calibration.py) absorbs part of it.
+the first line's rate (H100 360-440 GB/s bus bandwidth, MI300X 270-315): the second line.
 
-This script fits `link_bandwidth` by least squares (on time) to one published nccl-tests /
+The first line: this script fits `link_bandwidth` by least squares (on time) to one published nccl-tests /
 rccl-tests `all_reduce_perf` run per interconnect, eight GPUs of one host, out-of-place
 times at 1-32 MiB, with `link_latency` kept
 at the preset's small-message value (all-reduces under CUDA graphs, which the engines' own
@@ -26,7 +26,13 @@ launches each all-reduce without a graph). The fitted line meets the measured ti
 16-32 MiB and sits under them at 1-4 MiB: 39-52 % under on the H100, 22-37 % on the MI300X,
 48-69 % on the A100. The fits are of eight GPUs and are taken for a group of two or four as
 they are (the ring's 2 (n - 1) / n carries the group size; NVLink SHARP gains less below
-five GPUs: NVIDIA/nccl issue 1455).
+five GPUs: NVIDIA/nccl issue 1455, so the second line, where SHARP does much of its work,
+may be fast for two or four).
+
+The second line (`fit_knee`): the knee and the rate past it, the first line kept, fitted by
+least squares on the relative error of the same runs' times at 8 MiB-1 GiB (`KNEE_SIZES`),
+for these three interconnects and for the L40S over PCIe (its rows and first line are
+benchmarks/l40s_allreduce_fit.py's; past ~8 MiB its rate falls).
 
 Sources (numbers as printed; each row checked: size / time gives its algbw, algbw x 7/4 its
 busbw):

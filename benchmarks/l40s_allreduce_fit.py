@@ -1,8 +1,10 @@
 """The L40S preset's all-reduce link from a published NCCL measurement on L40S over PCIe.
 
 `allreduce_seconds` (costmodel/_core/channels.py) prices a tensor-parallel all-reduce of a
-message of S bytes over n chips as `link_latency + 2 (n - 1) / n x S / link_bandwidth` (a
-ring: Patarasuk and Yuan, J. Parallel Distrib. Comput. 69(2), 2009). The L40S has no NVLink;
+message of S bytes over n chips as `link_latency + 2 (n - 1) / n x S / link_bandwidth` up to
+the knee `link_knee` (a ring: Patarasuk and Yuan, J. Parallel Distrib. Comput. 69(2), 2009;
+past the knee `link_bandwidth_large`, fitted by benchmarks/gpu_allreduce_fit.py to this
+script's rows). The L40S has no NVLink;
 its preset had taken the PCIe Gen4 x16 datasheet rate (32 GB/s per direction) and an
 assumed 20 us. This script fits the two numbers, by least squares, to nccl-tests'
 `all_reduce_perf` on eight L40S over PCIe (float sum, ring forced, out-of-place times),

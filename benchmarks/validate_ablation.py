@@ -44,8 +44,8 @@ Terms:
   the whole step overlapped).
 - **vLLM V0's host time by mode and layout** (`Framework.host_offline`,
   `Chip.host_per_sequence_tp`, fitted in closed form on two rows: `costmodel.validate.fit_engine_host`):
-  an engine run offline has its own host time per sequence (30.6 µs against the
-  served 170 µs), and a step on more than one tensor-parallel chip adds 61.2 µs per sequence.
+  an engine run offline has its own host time per sequence (30.2 µs against the
+  served 170 µs), and a step on more than one tensor-parallel chip adds 60.3 µs per sequence.
   "offline host off": those rows at the served value (the tensor-parallel term kept);
   "TP host off": no tensor-parallel term; "engine host off": neither (the model before
   2026-12-06's fifteenth session). Not refitted: the pair is fitted together.

@@ -155,3 +155,26 @@ def test_second_lines_are_the_published_fits():
                 assert fit.two_lines(size, latency, bandwidth, knee, large) == pytest.approx(us * 1e-6, rel=0.07)
         one_line = latency + 1.75 * (1 << 30) / bandwidth
         assert abs(one_line / (rows[-1][1] * 1e-6) - 1) > 0.25
+
+
+def test_two_lines_gradients_are_finite_and_zero_where_the_second_line_is_off(x64):
+    """Without a second line (`link_bandwidth_large` 0), or with every message under the knee,
+    the all-reduce does not depend on the knee or the second rate: their gradients are 0 and
+    finite, and the first rate's matches a central difference."""
+    w = cm.Workload(cm.model_preset("llama-3-70b"), cm.Scenario(batch=64, context=2048))  # 1 MiB messages
+    w = jax.tree.map(
+        lambda x: jnp.asarray(x, jnp.float64) if jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating) else x, w
+    )
+    base = jax.tree.map(lambda x: jnp.asarray(x, jnp.float64), chip_info("h100-sxm").chip.replace(tensor_parallel=4))
+    names = ("link_bandwidth", "link_knee", "link_bandwidth_large")
+
+    def f(x):
+        return allreduce_seconds(w, base.replace(**dict(zip(names, x))))
+
+    for point in ([283.1e9, 25.9e6, 0.0], [283.1e9, 25.9e6, 447.8e9]):  # no second line; under the knee
+        x = jnp.asarray(point, dtype=jnp.float64)
+        g = np.asarray(jax.grad(f)(x))
+        assert np.all(np.isfinite(g)) and g[1] == 0.0 and g[2] == 0.0
+        h = 1e-6 * float(x[0])
+        e = jnp.zeros(3, dtype=jnp.float64).at[0].set(h)
+        assert g[0] == pytest.approx((float(f(x + e)) - float(f(x - e))) / (2 * h), rel=1e-5)

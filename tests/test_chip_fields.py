@@ -157,7 +157,7 @@ def inert_reason(chip: cm.Chip, label: str) -> str | None:
     if label == "link_knee" and float(chip.link_bandwidth_large) <= 0:
         return "no second line of the all-reduce (link_bandwidth_large 0): every byte at link_bandwidth"
     if label == "link_bandwidth_large" and float(chip.link_knee) > LARGEST_MESSAGE:
-        return "the all-reduce's knee lies past every probe's message (at most 256 x 4096 x 2 B = 2 MiB)"
+        return "the all-reduce's knee lies past every probe's message (at most 256 x 4096 x 4 B = 4 MiB)"
     no_rereads = float(chip.attention_kv_rereads) <= 0 and float(chip.attention_heads_per_block) <= 0
     if label == "attention_rereads_cached" and no_rereads:
         return "no K/V re-reads (attention_kv_rereads and attention_heads_per_block 0): nothing for the cache to serve"

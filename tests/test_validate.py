@@ -524,6 +524,13 @@ def test_a_static_batchs_prefill_pays_its_all_reduces():
         links = float(allreduce_seconds(prefill, chip))
         assert float(v.prefill_seconds(prefill, chip)) == pytest.approx(compute + links, rel=1e-6)
         assert (links > 0) == (tp > 1)
-    # 96 x 2048 tokens of 8,192 16-bit activations: 3.2 GB a message, nearly all past the knee.
+    # Llama 2 70B at TP2, 96 x 2,048 prompt tokens of 8,192 16-bit activations: 3.2 GB a
+    # message, twice in each of 80 layers, nearly all of it on the second line past the knee.
+    prepared, _ = v.prepare(rows["trtllm-h100-tp2-llama-70b-fp8-bs96-2048-128"])
+    h100 = io.chip_info("h100-sxm").chip
     message = 96 * 2048 * 8192 * 2
-    assert message > 100 * float(io.chip_info("h100-sxm").chip.link_knee)
+    knee, first, second = (float(x) for x in (h100.link_knee, h100.link_bandwidth, h100.link_bandwidth_large))
+    ring = 2 * (2 - 1) / 2 * (knee / first + (message - knee) / second)
+    closed = 2 * 80 * (float(h100.link_latency) + ring)
+    assert float(allreduce_seconds(prepared.prefill, prepared.chip)) == pytest.approx(closed, rel=1e-5)
+    assert 1.0 < closed < 1.3  # s: 160 all-reduces of 3.2 GB at ~450 GB/s

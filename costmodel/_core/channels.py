@@ -486,12 +486,12 @@ def ring_seconds(message, chip: Chip):
     `Chip.link_knee` at `Chip.link_bandwidth`, the rest at `Chip.link_bandwidth_large`
     (every byte at `link_bandwidth` where that is 0).
 
-    A measured all-reduce's time against its size is two lines: NCCL's ring on eight
-    H100 (NVLink4, NVSwitch) moves 1-32 MiB at some 283 GB/s per link and the bytes past
-    ~25 MiB at ~450 (protocol and algorithm change with the size: NVLink SHARP at large
-    messages), RCCL's on eight MI300X 235 and ~320; on eight L40S over PCIe the rate
-    falls past ~8 MiB from 22 to ~11 GB/s. `python benchmarks/gpu_allreduce_fit.py`
-    fits both lines to the published runs.
+    A measured all-reduce's time against its size is two lines: NCCL (its default
+    algorithm) on eight H100 (NVLink4, NVSwitch) moves 1-32 MiB at some 283 GB/s per
+    link and the bytes past ~26 MB at ~450 (protocol and algorithm change with the size:
+    NVLink SHARP at large messages), RCCL on eight MI300X at 235 and ~320; on eight L40S
+    over PCIe (NCCL's ring forced) the rate falls past ~8 MB from 22 to ~11 GB/s.
+    `python benchmarks/gpu_allreduce_fit.py` fits both lines to the published runs.
 
     Examples:
         >>> import costmodel as cm
