@@ -111,25 +111,30 @@ def test_second_line_never_slows_when_faster():
     assert steps[0] > steps[-1]
 
 
-def test_two_lines_gradients_match_finite_differences(x64):
-    """The all-reduce's gradients in both rates and the knee match float64 central differences."""
-    w = cm.Workload(cm.model_preset("llama-3-70b"), cm.Scenario(batch=2048, context=2048))
+LINK_FIELDS = ("link_bandwidth", "link_knee", "link_bandwidth_large")
+
+
+def _tp4_all_reduces(batch: int):
+    """A step's all-reduces on four H100 (Llama 3 70B at `batch`, context 2,048) as a function
+    of the float64 vector of `LINK_FIELDS` (call under the `x64` fixture)."""
+    w = cm.Workload(cm.model_preset("llama-3-70b"), cm.Scenario(batch=batch, context=2048))
     w = jax.tree.map(
         lambda x: jnp.asarray(x, jnp.float64) if jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating) else x, w
     )
     base = jax.tree.map(lambda x: jnp.asarray(x, jnp.float64), chip_info("h100-sxm").chip.replace(tensor_parallel=4))
-    names = ("link_bandwidth", "link_knee", "link_bandwidth_large")
+    return lambda x: allreduce_seconds(w, base.replace(**dict(zip(LINK_FIELDS, x))))
 
-    def f(x):
-        return allreduce_seconds(w, base.replace(**dict(zip(names, x))))
 
+def test_two_lines_gradients_match_finite_differences(x64):
+    """The all-reduce's gradients in both rates and the knee match float64 central differences."""
+    f = _tp4_all_reduces(batch=2048)  # 32 MiB messages, past the knee
     x = jnp.asarray([283.1e9, 25.9e6, 447.8e9], dtype=jnp.float64)
     g = np.asarray(jax.grad(f)(x))
     for i in range(3):
         h = 1e-6 * float(x[i])
         e = jnp.zeros(3, dtype=jnp.float64).at[i].set(h)
         fd = (float(f(x + e)) - float(f(x - e))) / (2 * h)
-        assert g[i] == pytest.approx(fd, rel=1e-5, abs=1e-18), names[i]
+        assert g[i] == pytest.approx(fd, rel=1e-5, abs=1e-18), LINK_FIELDS[i]
     assert g[0] < 0 and g[2] < 0 and g[1] > 0  # a later knee keeps more bytes on the slower line
 
 
@@ -161,16 +166,7 @@ def test_two_lines_gradients_are_finite_and_zero_where_the_second_line_is_off(x6
     """Without a second line (`link_bandwidth_large` 0), or with every message under the knee,
     the all-reduce does not depend on the knee or the second rate: their gradients are 0 and
     finite, and the first rate's matches a central difference."""
-    w = cm.Workload(cm.model_preset("llama-3-70b"), cm.Scenario(batch=64, context=2048))  # 1 MiB messages
-    w = jax.tree.map(
-        lambda x: jnp.asarray(x, jnp.float64) if jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating) else x, w
-    )
-    base = jax.tree.map(lambda x: jnp.asarray(x, jnp.float64), chip_info("h100-sxm").chip.replace(tensor_parallel=4))
-    names = ("link_bandwidth", "link_knee", "link_bandwidth_large")
-
-    def f(x):
-        return allreduce_seconds(w, base.replace(**dict(zip(names, x))))
-
+    f = _tp4_all_reduces(batch=64)  # 1 MiB messages, under the knee
     for point in ([283.1e9, 25.9e6, 0.0], [283.1e9, 25.9e6, 447.8e9]):  # no second line; under the knee
         x = jnp.asarray(point, dtype=jnp.float64)
         g = np.asarray(jax.grad(f)(x))
