@@ -1,4 +1,5 @@
-"""Ablation of the all-reduce's two measured lines and of a static batch's prefill all-reduces.
+"""Ablation of the all-reduce's two measured lines, a static batch's prefill all-reduces, and
+the two terms of the session before them.
 
 Terms (2026-12-07, twenty-second session):
 
@@ -10,25 +11,39 @@ Terms (2026-12-07, twenty-second session):
   prompt tokens' activations, twice a layer, over the tensor-parallel group. Off: the
   prefill's compute alone (the model before this session).
 
+And the twenty-first session's two, switched off in today's model:
+
+- **The K/V stream free of the weights' bytes in flight** (`costmodel.class_in_flight`).
+  Off ("K/V bound kept"): every class, the KV classes too, under `chip_in_flight`.
+- **The NVLink and xGMI all-reduces at their measured rates** (`benchmarks/gpu_allreduce_fit.py`).
+  Off ("links at line rate"): the H100, H200, A100 and MI300X presets' `link_bandwidth` at
+  their links' line rates per direction (450, 450, 300, 448 GB/s) and no second line; the
+  L40S keeps its fit (as in that session's ablation).
+
 Each variant is evaluated with the profiles as shipped (fitted with both terms on), not
 refitted: the figures say what each term moves, not what a refit without it would reach.
 Prints the held-out medians of `costmodel validate` (all variants) and, unless `--decode`,
-of `costmodel validate --serving` as shipped and with the second line off; writes
+of `costmodel validate --serving` for every variant but the prefill's (a serving row's prompts
+are priced by `costmodel.serving.prompt_seconds`, which had its all-reduces before), each in
+a process of its own (a compiled step keeps the term it was traced with); writes
 `benchmarks/allreduce_ablation.txt`.
 
-    python benchmarks/allreduce_ablation.py            # ~13 min on 2 cores (two serving runs)
-    python benchmarks/allreduce_ablation.py --decode   # ~1 min
+    python benchmarks/allreduce_ablation.py            # ~30 min on 2 cores (four serving runs)
+    python benchmarks/allreduce_ablation.py --decode   # ~2 min
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import subprocess
 import sys
 from pathlib import Path
 
 import equinox as eqx
+import jax.numpy as jnp
 
+import costmodel._core.channels as ch
 import costmodel.io
 import costmodel.validate as v
 import costmodel.validate_serving as vs
@@ -67,6 +82,59 @@ def prefill_all_reduce_off():
         v.allreduce_seconds, v._predict_jit = original, compiled
 
 
+LINE_RATES = {"h100-sxm": 450e9, "h200-sxm": 450e9, "a100-80gb-sxm": 300e9, "a100-40gb-sxm": 300e9, "mi300x": 448e9}
+"""The links' line rates per direction, B/s, the presets' `link_bandwidth` until 2026-12-07."""
+
+
+def _fresh_predictor():
+    """`costmodel.validate`'s jitted predictor wrapped afresh (a new cache: a compiled one
+    keeps the terms it was traced with)."""
+    v._predict_jit = eqx.filter_jit(lambda prepared, logm: v.predict(prepared, logm))
+
+
+@contextlib.contextmanager
+def kv_bound_kept():
+    """Every block class, the KV classes too, under the weights' bytes in flight."""
+    original, compiled = ch.class_in_flight, v._predict_jit
+    ch.class_in_flight = lambda chip: jnp.where(
+        jnp.asarray(ch.CLASS_IS_KV), ch.chip_in_flight(chip), ch.chip_in_flight(chip)
+    )
+    _fresh_predictor()
+    try:
+        yield
+    finally:
+        ch.class_in_flight, v._predict_jit = original, compiled
+
+
+@contextlib.contextmanager
+def line_rate_links():
+    """The NVLink and xGMI presets at their links' line rates, one line (`LINE_RATES`)."""
+    original = costmodel.io.chip_info
+
+    def line_rate(name, *args, **kwargs):
+        info = original(name, *args, **kwargs)
+        if info.name not in LINE_RATES:
+            return info
+        chip = info.chip.replace(link_bandwidth=LINE_RATES[info.name], link_bandwidth_large=0.0)
+        return dataclasses.replace(info, chip=chip)
+
+    costmodel.io.chip_info, v.chip_info = line_rate, line_rate
+    try:
+        yield
+    finally:
+        costmodel.io.chip_info, v.chip_info = original, original
+
+
+VARIANTS = {
+    "as shipped": contextlib.nullcontext,
+    "second line off": second_line_off,
+    "prefill all-reduces off": prefill_all_reduce_off,
+    "K/V bound kept": kv_bound_kept,
+    "links at line rate": line_rate_links,
+}
+SERVING_VARIANTS = ("as shipped", "second line off", "K/V bound kept", "links at line rate")
+
+
 def decode(label: str) -> str:
     frameworks = v.load_frameworks()
     s = v.summarize(v.evaluate_rows(v.load_rows(), frameworks), frameworks)
@@ -88,19 +156,22 @@ def serving(label: str) -> str:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--serving-variant"]:  # one serving run, in a process of its own
+        label = sys.argv[2]
+        with VARIANTS[label]():
+            print(serving(label))
+        return
     lines = ["costmodel validate (decode table), held-out medians, profiles as shipped:"]
-    lines.append(decode("as shipped"))
-    with second_line_off():
-        lines.append(decode("second line off"))
-    with prefill_all_reduce_off():
-        lines.append(decode("prefill all-reduces off"))
+    for label, variant in VARIANTS.items():
+        with variant():
+            lines.append(decode(label))
     with second_line_off(), prefill_all_reduce_off():
-        lines.append(decode("both off"))
+        lines.append(decode("second line and prefill all-reduces off"))
     if "--decode" not in sys.argv[1:]:
         lines.append("costmodel validate --serving, held-out medians, profiles as shipped:")
-        lines.append(serving("as shipped"))
-        with second_line_off():
-            lines.append(serving("second line off"))
+        for label in SERVING_VARIANTS:
+            run = [sys.executable, __file__, "--serving-variant", label]
+            lines.append(subprocess.run(run, capture_output=True, text=True, check=True).stdout.strip())
     text = "\n".join(lines) + "\n"
     print(text, end="")
     if "--decode" not in sys.argv[1:]:
