@@ -52,77 +52,66 @@ import costmodel.validate_serving as vs
 OUT = Path(__file__).with_name("allreduce_ablation.txt")
 
 
-@contextlib.contextmanager
-def second_line_off():
-    """Every chip `chip_info` gives without its all-reduce's second line (the loaders of
-    `costmodel.validate` and `costmodel.validate_serving` both take it from `costmodel.io`)."""
-    original = costmodel.io.chip_info
-
-    def one_line(name, *args, **kwargs):
-        info = original(name, *args, **kwargs)
-        return dataclasses.replace(info, chip=info.chip.replace(link_bandwidth_large=0.0))
-
-    costmodel.io.chip_info, v.chip_info = one_line, one_line
-    try:
-        yield
-    finally:
-        costmodel.io.chip_info, v.chip_info = original, original
-
-
-@contextlib.contextmanager
-def prefill_all_reduce_off():
-    """A static batch's prefill without its all-reduces (its compute alone). The jitted
-    `predict` is wrapped afresh on the way in and out: a compiled one keeps the term."""
-    original, compiled = v.allreduce_seconds, v._predict_jit
-    v.allreduce_seconds = lambda workload, chip: 0.0
-    v._predict_jit = eqx.filter_jit(lambda prepared, logm: v.predict(prepared, logm))  # a new cache
-    try:
-        yield
-    finally:
-        v.allreduce_seconds, v._predict_jit = original, compiled
-
-
 LINE_RATES = {"h100-sxm": 450e9, "h200-sxm": 450e9, "a100-80gb-sxm": 300e9, "a100-40gb-sxm": 300e9, "mi300x": 448e9}
 """The links' line rates per direction, B/s, the presets' `link_bandwidth` until 2026-12-07."""
 
 
-def _fresh_predictor():
-    """`costmodel.validate`'s jitted predictor wrapped afresh (a new cache: a compiled one
-    keeps the terms it was traced with)."""
-    v._predict_jit = eqx.filter_jit(lambda prepared, logm: v.predict(prepared, logm))
-
-
 @contextlib.contextmanager
-def kv_bound_kept():
-    """Every block class, the KV classes too, under the weights' bytes in flight."""
-    original, compiled = ch.class_in_flight, v._predict_jit
-    ch.class_in_flight = lambda chip: jnp.where(
-        jnp.asarray(ch.CLASS_IS_KV), ch.chip_in_flight(chip), ch.chip_in_flight(chip)
-    )
-    _fresh_predictor()
-    try:
-        yield
-    finally:
-        ch.class_in_flight, v._predict_jit = original, compiled
-
-
-@contextlib.contextmanager
-def line_rate_links():
-    """The NVLink and xGMI presets at their links' line rates, one line (`LINE_RATES`)."""
+def _chips(change):
+    """Every chip `chip_info` gives with `change(ChipInfo) -> Chip` applied (the loaders of
+    `costmodel.validate` and `costmodel.validate_serving` both take it from `costmodel.io`)."""
     original = costmodel.io.chip_info
 
-    def line_rate(name, *args, **kwargs):
+    def changed(name, *args, **kwargs):
         info = original(name, *args, **kwargs)
-        if info.name not in LINE_RATES:
-            return info
-        chip = info.chip.replace(link_bandwidth=LINE_RATES[info.name], link_bandwidth_large=0.0)
-        return dataclasses.replace(info, chip=chip)
+        return dataclasses.replace(info, chip=change(info))
 
-    costmodel.io.chip_info, v.chip_info = line_rate, line_rate
+    costmodel.io.chip_info, v.chip_info = changed, changed
     try:
         yield
     finally:
         costmodel.io.chip_info, v.chip_info = original, original
+
+
+@contextlib.contextmanager
+def _term(module, name: str, replacement):
+    """`module.name` replaced, with `costmodel.validate`'s jitted predictor wrapped afresh on
+    the way in and restored on the way out (a compiled one keeps the term it was traced with)."""
+    original, compiled = getattr(module, name), v._predict_jit
+    setattr(module, name, replacement)
+    v._predict_jit = eqx.filter_jit(lambda prepared, logm: v.predict(prepared, logm))  # a new cache
+    try:
+        yield
+    finally:
+        setattr(module, name, original)
+        v._predict_jit = compiled
+
+
+def second_line_off():
+    """Every chip without its all-reduce's second line."""
+    return _chips(lambda info: info.chip.replace(link_bandwidth_large=0.0))
+
+
+def prefill_all_reduce_off():
+    """A static batch's prefill without its all-reduces (its compute alone)."""
+    return _term(v, "allreduce_seconds", lambda workload, chip: 0.0)
+
+
+def kv_bound_kept():
+    """Every block class, the KV classes too, under the weights' bytes in flight."""
+    every = lambda chip: jnp.where(jnp.asarray(ch.CLASS_IS_KV), ch.chip_in_flight(chip), ch.chip_in_flight(chip))
+    return _term(ch, "class_in_flight", every)
+
+
+def line_rate_links():
+    """The NVLink and xGMI presets at their links' line rates, one line (`LINE_RATES`)."""
+    return _chips(
+        lambda info: (
+            info.chip.replace(link_bandwidth=LINE_RATES[info.name], link_bandwidth_large=0.0)
+            if info.name in LINE_RATES
+            else info.chip
+        )
+    )
 
 
 VARIANTS = {
