@@ -31,8 +31,19 @@ may be fast for two or four).
 
 The second line (`fit_knee`): the knee and the rate past it, the first line kept, fitted by
 least squares on the relative error of the same runs' times at 8 MiB-1 GiB (`KNEE_SIZES`),
-for these three interconnects and for the L40S over PCIe (its rows and first line are
-benchmarks/l40s_allreduce_fit.py's; past ~8 MiB its rate falls).
+for these three interconnects and for the L40S over PCIe (past ~8 MiB its rate falls).
+
+The L40S (no NVLink) is fitted apart (`fit_line`): latency and rate both, by least squares
+on time, to nccl-tests on eight L40S over PCIe (ring forced) at the sizes the decode table's
+TensorRT-LLM L40S rows' all-reduces carry (one d_model vector of 16-bit activations per
+sequence: 64 x 8192 x 2 B = 1 MiB to 256 x 8192 x 2 B = 4 MiB; Mixtral's 256 x 4096 x 2 B =
+2 MiB). Its preset had taken the PCIe Gen4 x16 datasheet rate (32 GB/s per direction) and an
+assumed 20 us. The latency is the fit's intercept over that range, not a measured
+small-message latency (8-byte all-reduces on eight PCIe GPUs of other kinds take 42-54 us:
+NVIDIA/nccl issues 1530 and 1439), and the range was chosen with those rows in view: over
+1-8 MiB the fit gives 52.0 us and 20.9 GB/s. Above 8 MiB the measured bus bandwidth falls to
+a flat ~11.4 GB/s from 32 MiB on (its cause not stated: perhaps a cross-socket or
+host-bridge limit): the second line.
 
 Sources (numbers as printed; each row checked: size / time gives its algbw, algbw x 7/4 its
 busbw):
@@ -48,6 +59,18 @@ busbw):
 - MI300X (xGMI, fully connected): `mpirun -np 8 ... all_reduce_perf -b 8 -e 8G -f 2 -g 1`,
   eight "AMD Instinct MI300X" on one host, rccl-tests develop:a7809b3, github.com/hisohara/ai-scripts,
   training/01_rccl-smoketest/README.md at 0780bb3c957ba1dd4254b3147c2027a44304db34.
+- L40S (PCIe, no NVLink; transcribed from the screenshot
+  https://github.com/MayElbaz18/nccl-l40s-iommu-fix/blob/70cd1bfc6d17e8fddd6248c56cc4359da0192670/images/success.png,
+  README "Fixing NCCL Hangs on NVIDIA L40S GPUs"): one run, `mpirun -np 8 all_reduce_perf -b 1M
+  -e 4G -f 2 -g 1 -n 50` (one warm-up iteration), with NCCL_P2P_LEVEL=5 (peer-to-peer allowed
+  across the whole system, sockets included), NCCL_P2P_DISABLE=0, NCCL_ALGO=Ring and the IOMMU
+  in pass-through on an AMD host (amd_iommu=on iommu=pt: the repository's fix for NCCL hangs,
+  not a default setup), nccl-tests 2.17.6, NCCL 2.23.4 (nccl-library=22304), eight "NVIDIA
+  L40S" on one host, "PCIe-only GPU communication (no NVLink)". Eight GPUs of one host are
+  likely split over two CPU sockets (not stated); rows on two or four may sit behind one switch
+  and run faster, and hosts without peer-to-peer across sockets slower: assumptions the fit
+  does not resolve. (These rows and their fit were benchmarks/l40s_allreduce_fit.py's until
+  2026-12-07.)
 - A100 SXM4 (NVLink3, NVSwitch): eight A100-SXM4-40GB (DGX A100 bus ids) in one process
   (`-g 8`), nccl-tests output kept as a test fixture in github.com/AFDWang/Hetu-Galvatron,
   tests/profiler/test_hardware_profile.py at 6f77a6cb29a6fc165db86b434010e306f76285ad (the
@@ -60,9 +83,6 @@ Run from the repository root (a second):
 """
 
 from __future__ import annotations
-
-import importlib.util
-from pathlib import Path
 
 import numpy as np
 
@@ -134,15 +154,21 @@ H20_CHECK = (  # kvcache-ai/Mooncake pull request 3484: eight ranks (H20), out-o
 )
 
 
-def l40s_rows():
-    """The eight-L40S rows of benchmarks/l40s_allreduce_fit.py (the script beside this one)."""
-    spec = importlib.util.spec_from_file_location(
-        "l40s_allreduce_fit", Path(__file__).with_name("l40s_allreduce_fit.py")
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.ROWS
+L40S_ROWS = (  # eight L40S over PCIe: size (B), out-of-place time (us), algbw (GB/s), busbw (GB/s)
+    (1048576, 146.25, 7.17, 12.55),
+    (2097152, 226.47, 9.26, 16.21),
+    (4194304, 393.60, 10.66, 18.65),
+    (8388608, 758.77, 11.06, 19.35),
+    (16777216, 2037.97, 8.23, 14.41),
+    (33554432, 5046.47, 6.65, 11.64),
+    (67108864, 10114.5, 6.63, 11.61),
+    (134217728, 20927.0, 6.41, 11.22),
+    (268435456, 41021.9, 6.54, 11.45),
+    (536870912, 81697.2, 6.57, 11.50),
+    (1073741824, 163851.0, 6.55, 11.47),
+)
+L40S_FIT_SIZES = (MIB, 2 * MIB, 4 * MIB)
+"""The sizes of the decode table's L40S rows' messages (see above)."""
 
 
 def fit(rows, latency: float, sizes: tuple[int, ...] = FIT_SIZES) -> float:
@@ -152,6 +178,17 @@ def fit(rows, latency: float, sizes: tuple[int, ...] = FIT_SIZES) -> float:
     sent = np.array([2.0 * (GPUS - 1) / GPUS * s for s, _ in pairs])
     above = np.array([t * 1e-6 - latency for _, t in pairs])
     return float(np.sum(sent * sent) / np.sum(sent * above))
+
+
+def fit_line(rows, sizes: tuple[int, ...]) -> tuple[float, float]:
+    """(latency s, bandwidth B/s) of the ring model fitted, both, by least squares on time
+    to the rows of `sizes` ((size B, time us, ...) each)."""
+    pairs = [(r[0], r[1]) for r in rows if r[0] in sizes]
+    sent = np.array([2.0 * (GPUS - 1) / GPUS * s for s, _ in pairs])
+    seconds = np.array([t * 1e-6 for _, t in pairs])
+    design = np.stack([np.ones_like(sent), sent], axis=1)
+    (latency, per_byte), *_ = np.linalg.lstsq(design, seconds, rcond=None)
+    return float(latency), float(1.0 / per_byte)
 
 
 KNEE_SIZES = tuple(MIB << k for k in range(3, 11))
@@ -204,25 +241,49 @@ def print_knee(preset: str, rows) -> None:
             )
 
 
+def check_rows(name: str, rows) -> None:
+    """The transcription's own consistency: size / time gives each row's algbw, algbw x 7/4 its busbw."""
+    for size, us, algbw, busbw in rows:
+        assert abs(size / us / 1e3 - algbw) < 0.01 * algbw + 0.01, (name, size)
+        assert abs(algbw * 2 * (GPUS - 1) / GPUS - busbw) < 0.01 * busbw + 0.02, (name, size)
+
+
+def print_line(rows, latency: float, bandwidth: float) -> None:
+    """Each row's measured time beside the first line's."""
+    for size, us, *_ in rows:
+        model = latency + 2.0 * (GPUS - 1) / GPUS * size / bandwidth
+        print(
+            f"  {size / MIB:4.0f} MiB: measured {us:8.2f} us, ring model {model * 1e6:8.2f} us ({model / (us * 1e-6) - 1:+.1%})"
+        )
+
+
 def main() -> None:
     for preset, (takers, rows) in TABLES.items():
-        for size, us, algbw, busbw in rows:  # the transcription's own consistency
-            assert abs(size / us / 1e3 - algbw) < 0.01 * algbw + 0.01, (preset, size)
-            assert abs(algbw * 2 * (GPUS - 1) / GPUS - busbw) < 0.01 * busbw + 0.02, (preset, size)
+        check_rows(preset, rows)
         latency = float(np.asarray(chip_info(preset).chip.link_latency))
         bandwidth = fit(rows, latency)
         print(
             f"{preset} (for {', '.join(takers)}): latency {latency * 1e6:.1f} us (the preset's), "
             f"bandwidth fitted on 1-32 MiB {bandwidth / 1e9:.1f} GB/s"
         )
-        for size, us, *_ in rows:
-            model = latency + 2.0 * (GPUS - 1) / GPUS * size / bandwidth
-            print(
-                f"  {size / MIB:4.0f} MiB: measured {us:7.2f} us, ring model {model * 1e6:7.2f} us ({model / (us * 1e-6) - 1:+.1%})"
-            )
+        print_line(rows, latency, bandwidth)
         print_knee(preset, rows)
-    print("l40s (benchmarks/l40s_allreduce_fit.py's rows and first line):")
-    print_knee("l40s", l40s_rows())
+    check_rows("l40s", L40S_ROWS)
+    latency, bandwidth = fit_line(L40S_ROWS, L40S_FIT_SIZES)
+    print(
+        f"l40s: latency (the intercept) {latency * 1e6:.1f} us, bandwidth {bandwidth / 1e9:.1f} GB/s, "
+        f"both fitted on {len(L40S_FIT_SIZES)} sizes (1-4 MiB)"
+    )
+    print_line(L40S_ROWS, latency, bandwidth)
+    wider_latency, wider_bandwidth = fit_line(L40S_ROWS, L40S_FIT_SIZES + (8 * MIB,))
+    print(
+        f"  sensitivity, fit on 1-8 MiB: latency {wider_latency * 1e6:.1f} us, bandwidth {wider_bandwidth / 1e9:.1f} GB/s"
+    )
+    chip = chip_info("l40s").chip
+    print(
+        f"  preset l40s: link_latency {float(chip.link_latency) * 1e6:.1f} us, link_bandwidth {float(chip.link_bandwidth) / 1e9:.1f} GB/s"
+    )
+    print_knee("l40s", L40S_ROWS)
     latency = float(np.asarray(chip_info("h100-sxm").chip.link_latency))
     print(f"cross-check, eight H20 (NVLink4): {fit(H20_CHECK, latency) / 1e9:.1f} GB/s")
 

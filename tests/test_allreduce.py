@@ -1,5 +1,5 @@
 """The tensor-parallel all-reduce: its ring closed form, and the L40S's link taken from a
-published NCCL measurement (`benchmarks/l40s_allreduce_fit.py`)."""
+published NCCL measurement (`benchmarks/gpu_allreduce_fit.py`)."""
 
 from __future__ import annotations
 
@@ -43,14 +43,14 @@ def test_l40s_link_is_the_published_fit():
     """The preset's link latency and bandwidth are the least-squares fit of the ring model
     to the published eight-L40S all_reduce_perf times at 1-4 MiB, which it reproduces
     within 1 %; the rows' algbw and busbw agree with their sizes and times."""
-    fit = load_script(ROOT / "benchmarks" / "l40s_allreduce_fit.py")
-    fit.main()  # asserts the transcription's consistency
-    latency, bandwidth = fit.fit()
+    fit = load_script(ROOT / "benchmarks" / "gpu_allreduce_fit.py")
+    fit.check_rows("l40s", fit.L40S_ROWS)  # asserts the transcription's consistency
+    latency, bandwidth = fit.fit_line(fit.L40S_ROWS, fit.L40S_FIT_SIZES)
     chip = chip_info("l40s").chip
     assert float(chip.link_latency) == pytest.approx(latency, rel=2e-3)
     assert float(chip.link_bandwidth) == pytest.approx(bandwidth, rel=2e-3)
-    for size, us, *_ in fit.ROWS:
-        if size in fit.FIT_SIZES:
+    for size, us, *_ in fit.L40S_ROWS:
+        if size in fit.L40S_FIT_SIZES:
             model = latency + 2 * (fit.GPUS - 1) / fit.GPUS * size / bandwidth
             assert model == pytest.approx(us * 1e-6, rel=0.01)
 
@@ -145,7 +145,7 @@ def test_second_lines_are_the_published_fits():
     more than 25 % at 1 GiB; the NVLink and xGMI rates rise past the knee, the L40S's falls."""
     fit = load_script(ROOT / "benchmarks" / "gpu_allreduce_fit.py")
     tables = {preset: (takers, rows) for preset, (takers, rows) in fit.TABLES.items()}
-    tables["l40s"] = (("l40s",), fit.l40s_rows())
+    tables["l40s"] = (("l40s",), fit.L40S_ROWS)
     for preset, (takers, rows) in tables.items():
         chip = chip_info(preset).chip
         latency, bandwidth = float(chip.link_latency), float(chip.link_bandwidth)
