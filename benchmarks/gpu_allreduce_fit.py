@@ -19,15 +19,29 @@ the first line's rate (H100 360-440 GB/s bus bandwidth, MI300X 270-315): the sec
 
 The first line: this script fits `link_bandwidth` by least squares (on time) to one published nccl-tests /
 rccl-tests `all_reduce_perf` run per interconnect, eight GPUs of one host, out-of-place
-times at 1-32 MiB, with `link_latency` kept
-at the preset's small-message value (all-reduces under CUDA graphs, which the engines' own
-small all-reduces approach: NVIDIA/nccl issue 1259, on Hopper with NVLink SHARP; nccl-tests
-launches each all-reduce without a graph). The fitted line meets the measured times at
-16-32 MiB and sits under them at 1-4 MiB: 39-52 % under on the H100, 22-37 % on the MI300X,
-48-69 % on the A100. The fits are of eight GPUs and are taken for a group of two or four as
-they are (the ring's 2 (n - 1) / n carries the group size; NVLink SHARP gains less below
-five GPUs: NVIDIA/nccl issue 1455, so the second line, where SHARP does much of its work,
-may be fast for two or four).
+times at 1-32 MiB. On the MI300X and the A100 `link_latency` is kept at the preset's
+small-message value (all-reduces under CUDA graphs, which the engines' own small
+all-reduces approach: NVIDIA/nccl issue 1259, on Hopper with NVLink SHARP; nccl-tests
+launches each all-reduce without a graph): the fitted line meets the measured times at
+16-32 MiB and sits under them at 1-4 MiB, 22-37 % on the MI300X, 48-69 % on the A100 (and
+39-52 % on the H100 when it was fitted so, until 2026-12-07's twenty-third session).
+
+The H100 (and the H200, the same NVLink4 and NVSwitch) has two protocols
+(`Chip.link_latency_small`, `Chip.link_bandwidth_small`; `costmodel.allreduce_seconds`
+takes the lesser of the two lines): its first line's latency and rate are both fitted
+(`fit_line`) to the nccl-tests run at 1-32 MiB, and a small-message line, its latency the
+preset's small-message value (8 us), its rate fitted (`fit`) on time to an engine's own
+one-shot/two-shot all-reduce at 256 KiB-1 MiB on two, four and eight H100 (the ring's
+2 (n - 1) / n for each): SGLang's custom all-reduce (`SGLANG_H100`), the kernels the
+serving engines run below a few MiB (vLLM's and SGLang's custom all-reduce, TensorRT-LLM's
+one-/two-shot). Between them the two lines meet the measured times within a few per cent
+from 256 KiB to 32 MiB, where each alone misses one end by 40-60 %. The MI300X and the A100
+have no such engine table here: one line each, as before.
+
+The fits are of eight GPUs and are taken for a group of two or four as they are (the
+ring's 2 (n - 1) / n carries the group size, which SGLang's table bears out below 1 MiB;
+NVLink SHARP gains less below five GPUs: NVIDIA/nccl issue 1455, so the second line, where
+SHARP does much of its work, may be fast for two or four).
 
 The second line (`fit_knee`): the knee and the rate past it, the first line kept, fitted by
 least squares on the relative error of the same runs' times at 8 MiB-1 GiB (`KNEE_SIZES`),
@@ -59,6 +73,13 @@ busbw):
 - MI300X (xGMI, fully connected): `mpirun -np 8 ... all_reduce_perf -b 8 -e 8G -f 2 -g 1`,
   eight "AMD Instinct MI300X" on one host, rccl-tests develop:a7809b3, github.com/hisohara/ai-scripts,
   training/01_rccl-smoketest/README.md at 0780bb3c957ba1dd4254b3147c2027a44304db34.
+- SGLang's custom all-reduce on H100 (`SGLANG_H100`): github.com/sgl-project/sglang pull
+  request 2904 ("optimize custom allreduce kernel", 2025-01-15), "unit test performance in
+  H100 (without cuda graph)", `python3 tests/test_trt_reduce.py`, the "custom allreduce"
+  table, latency (ms) at tp size 2/4/8 for data sizes 512 B-1 MiB (TensorRT-LLM's kernels,
+  adapted; copy-input mode). Without CUDA graphs each time carries a kernel launch (the
+  512-byte ones, 3.7-5.9 us, sit under the preset's 8 us), so the rate is fitted where the
+  bytes dominate, 256 KiB-1 MiB.
 - L40S (PCIe, no NVLink; transcribed from the screenshot
   https://github.com/MayElbaz18/nccl-l40s-iommu-fix/blob/70cd1bfc6d17e8fddd6248c56cc4359da0192670/images/success.png,
   README "Fixing NCCL Hangs on NVIDIA L40S GPUs"): one run, `mpirun -np 8 all_reduce_perf -b 1M
@@ -144,6 +165,14 @@ TABLES = {  # preset: (the presets that take the fit, rows: size (B), out-of-pla
         ),
     ),
 }
+SGLANG_H100 = {  # GPUs: ((size B, time us), ...): SGLang's custom all-reduce, without CUDA graphs
+    2: ((512, 3.7), (4096, 3.9), (32768, 4.5), (262144, 7.9), (524288, 12.5), (1048576, 19.9)),
+    4: ((512, 4.8), (4096, 3.7), (32768, 4.8), (262144, 13.9), (524288, 20.2), (1048576, 31.1)),
+    8: ((512, 5.9), (4096, 5.7), (32768, 7.8), (262144, 16.7), (524288, 22.1), (1048576, 33.8)),
+}
+SMALL_SIZES = (262144, 524288, 1048576)
+"""256 KiB-1 MiB: where the small-message protocol's bytes, not its launch, set the time."""
+
 H20_CHECK = (  # kvcache-ai/Mooncake pull request 3484: eight ranks (H20), out-of-place time (us)
     (1048576, 27.76),
     (2097152, 40.66),
@@ -177,6 +206,15 @@ def fit(rows, latency: float, sizes: tuple[int, ...] = FIT_SIZES) -> float:
     pairs = [(r[0], r[1]) for r in rows if r[0] in sizes]
     sent = np.array([2.0 * (GPUS - 1) / GPUS * s for s, _ in pairs])
     above = np.array([t * 1e-6 - latency for _, t in pairs])
+    return float(np.sum(sent * sent) / np.sum(sent * above))
+
+
+def fit_small(latency: float, table=SGLANG_H100, sizes: tuple[int, ...] = SMALL_SIZES) -> float:
+    """The small-message protocol's rate, B/s: least squares on time to `table`'s rows of
+    `sizes` on every group size (each with its ring share 2 (n - 1) / n), the latency fixed
+    at `latency` s."""
+    sent = np.array([2.0 * (n - 1) / n * s for n, rows in table.items() for s, _ in rows if s in sizes])
+    above = np.array([t * 1e-6 - latency for rows in table.values() for s, t in rows if s in sizes])
     return float(np.sum(sent * sent) / np.sum(sent * above))
 
 
@@ -257,16 +295,46 @@ def print_line(rows, latency: float, bandwidth: float) -> None:
         )
 
 
+TWO_PROTOCOLS = ("h100-sxm",)
+"""The presets whose first line is fitted whole, beside a small-message line (see above)."""
+
+
+def print_small(latency: float, rate: float, bulk_latency: float, bulk_rate: float) -> None:
+    """SGLang's custom all-reduce times beside the small-message line and the lesser of the two lines."""
+    for n, rows in SGLANG_H100.items():
+        share = 2.0 * (n - 1) / n
+        for size, us in rows:
+            small = latency + share * size / rate
+            both = min(small, bulk_latency + share * size / bulk_rate)
+            print(
+                f"  {n} GPUs, {size / 1024:6.1f} KiB: SGLang {us:5.1f} us, small line {small * 1e6:5.1f} us "
+                f"({small / (us * 1e-6) - 1:+.1%}), lesser of the two {both * 1e6:5.1f} us"
+            )
+
+
 def main() -> None:
     for preset, (takers, rows) in TABLES.items():
         check_rows(preset, rows)
-        latency = float(np.asarray(chip_info(preset).chip.link_latency))
-        bandwidth = fit(rows, latency)
-        print(
-            f"{preset} (for {', '.join(takers)}): latency {latency * 1e6:.1f} us (the preset's), "
-            f"bandwidth fitted on 1-32 MiB {bandwidth / 1e9:.1f} GB/s"
-        )
-        print_line(rows, latency, bandwidth)
+        chip = chip_info(preset).chip
+        if preset in TWO_PROTOCOLS:
+            latency, bandwidth = fit_line(rows, FIT_SIZES)
+            small_latency = float(chip.link_latency_small)
+            small = fit_small(small_latency)
+            print(
+                f"{preset} (for {', '.join(takers)}): first line, both fitted on 1-32 MiB: latency "
+                f"{latency * 1e6:.1f} us, bandwidth {bandwidth / 1e9:.1f} GB/s; small-message line: latency "
+                f"{small_latency * 1e6:.1f} us (the preset's), rate fitted on SGLang's 256 KiB-1 MiB {small / 1e9:.1f} GB/s"
+            )
+            print_line(rows, latency, bandwidth)
+            print_small(small_latency, small, latency, bandwidth)
+        else:
+            latency = float(chip.link_latency)
+            bandwidth = fit(rows, latency)
+            print(
+                f"{preset} (for {', '.join(takers)}): latency {latency * 1e6:.1f} us (the preset's), "
+                f"bandwidth fitted on 1-32 MiB {bandwidth / 1e9:.1f} GB/s"
+            )
+            print_line(rows, latency, bandwidth)
         print_knee(preset, rows)
     check_rows("l40s", L40S_ROWS)
     latency, bandwidth = fit_line(L40S_ROWS, L40S_FIT_SIZES)
@@ -284,8 +352,8 @@ def main() -> None:
         f"  preset l40s: link_latency {float(chip.link_latency) * 1e6:.1f} us, link_bandwidth {float(chip.link_bandwidth) / 1e9:.1f} GB/s"
     )
     print_knee("l40s", L40S_ROWS)
-    latency = float(np.asarray(chip_info("h100-sxm").chip.link_latency))
-    print(f"cross-check, eight H20 (NVLink4): {fit(H20_CHECK, latency) / 1e9:.1f} GB/s")
+    latency, bandwidth = fit_line(H20_CHECK, FIT_SIZES)
+    print(f"cross-check, eight H20 (NVLink4), both fitted: {latency * 1e6:.1f} us, {bandwidth / 1e9:.1f} GB/s")
 
 
 if __name__ == "__main__":

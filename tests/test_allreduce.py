@@ -1,5 +1,6 @@
-"""The tensor-parallel all-reduce: its ring closed form, and the L40S's link taken from a
-published NCCL measurement (`benchmarks/gpu_allreduce_fit.py`)."""
+"""The tensor-parallel all-reduce: its ring closed form, its two lines by size and its
+small-message protocol, and the presets' links taken from published measurements
+(`benchmarks/gpu_allreduce_fit.py`)."""
 
 from __future__ import annotations
 
@@ -71,21 +72,33 @@ def test_the_published_link_slows_a_tp4_step_and_leaves_one_chip_alone():
 
 def test_nvlink_and_xgmi_links_are_the_published_fits():
     """The H100, H200, A100 and MI300X presets' link bandwidth is the least-squares fit of
-    the ring model, latency the preset's, to the published eight-GPU all_reduce_perf
-    times at 1-32 MiB (`benchmarks/gpu_allreduce_fit.py`); the rows' algbw and busbw agree
-    with their sizes and times, and the fits sit below 0.8 of the links' line rates."""
+    the ring model to the published eight-GPU all_reduce_perf times at 1-32 MiB
+    (`benchmarks/gpu_allreduce_fit.py`): its latency fitted too on the H100 and H200, the
+    preset's on the others; the rows' algbw and busbw agree with their sizes and times,
+    and the fits sit below 0.8 of the links' line rates. The H100's and H200's
+    small-message rate is the fit to SGLang's custom all-reduce at 256 KiB-1 MiB, latency
+    the preset's."""
     fit = load_script(ROOT / "benchmarks" / "gpu_allreduce_fit.py")
     fit.main()  # asserts the transcription's consistency
     line_rate = {"h100-sxm": 450e9, "mi300x": 448e9, "a100-80gb-sxm": 300e9}
     for preset, (takers, rows) in fit.TABLES.items():
-        bandwidth = fit.fit(rows, float(chip_info(preset).chip.link_latency))
+        chip = chip_info(preset).chip
+        if preset in fit.TWO_PROTOCOLS:
+            latency, bandwidth = fit.fit_line(rows, fit.FIT_SIZES)
+            small = fit.fit_small(float(chip.link_latency_small))
+        else:
+            latency, bandwidth, small = float(chip.link_latency), fit.fit(rows, float(chip.link_latency)), 0.0
         assert bandwidth < 0.8 * line_rate[preset]
         for name in takers:
-            assert float(chip_info(name).chip.link_bandwidth) == pytest.approx(bandwidth, rel=2e-3)
+            c = chip_info(name).chip
+            assert float(c.link_bandwidth) == pytest.approx(bandwidth, rel=2e-3)
+            assert float(c.link_latency) == pytest.approx(latency, rel=2e-3)
+            assert float(c.link_bandwidth_small) == pytest.approx(small, rel=2e-3)
     # The ring model meets the measured time in the middle of the fitted range.
-    latency = float(chip_info("h100-sxm").chip.link_latency)
-    h100 = fit.fit(fit.TABLES["h100-sxm"][1], latency)
-    assert latency + 1.75 * (16 << 20) / h100 == pytest.approx(124.0e-6, rel=0.15)
+    h100 = chip_info("h100-sxm").chip
+    assert float(h100.link_latency) + 1.75 * (16 << 20) / float(h100.link_bandwidth) == pytest.approx(
+        124.0e-6, rel=0.15
+    )
 
 
 def test_two_lines_closed_form_and_default():
@@ -121,7 +134,8 @@ def _tp4_all_reduces(batch: int):
     w = jax.tree.map(
         lambda x: jnp.asarray(x, jnp.float64) if jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating) else x, w
     )
-    base = jax.tree.map(lambda x: jnp.asarray(x, jnp.float64), chip_info("h100-sxm").chip.replace(tensor_parallel=4))
+    h100 = chip_info("h100-sxm").chip.replace(tensor_parallel=4, link_bandwidth_small=0.0)  # the ring's lines alone
+    base = jax.tree.map(lambda x: jnp.asarray(x, jnp.float64), h100)
     return lambda x: allreduce_seconds(w, base.replace(**dict(zip(LINK_FIELDS, x))))
 
 
@@ -174,3 +188,73 @@ def test_two_lines_gradients_are_finite_and_zero_where_the_second_line_is_off(x6
         h = 1e-6 * float(x[0])
         e = jnp.zeros(3, dtype=jnp.float64).at[0].set(h)
         assert g[0] == pytest.approx((float(f(x + e)) - float(f(x - e))) / (2 * h), rel=1e-5)
+
+
+def _per_allreduce(batch: int, tp: int, **fields) -> float:
+    """One all-reduce of Llama 3 70B's step at `batch` on `tp` H100 (the preset, `fields`
+    replaced), s."""
+    w = cm.Workload(cm.model_preset("llama-3-70b"), cm.Scenario(batch=batch, context=2048))
+    chip = chip_info("h100-sxm").chip.replace(tensor_parallel=tp, **fields)
+    return float(allreduce_seconds(w, chip)) / (2 * int(w.model.n_layers))
+
+
+def test_small_message_protocol_closed_form():
+    """With a small-message protocol an all-reduce takes the lesser of two lines: its
+    latency plus 2 (n - 1) / n of the message at its rate, and the ring's latency and
+    rates; without one (`link_bandwidth_small` 0) the ring's alone, whatever its latency."""
+    fields = dict(link_latency=30e-6, link_bandwidth=300e9, link_bandwidth_large=0.0, link_latency_small=8e-6)
+    for batch, tp in ((1, 2), (16, 8), (64, 4), (512, 8)):
+        message = batch * 8192 * 2.0
+        share = 2 * (tp - 1) / tp
+        ring = 30e-6 + share * message / 300e9
+        small = 8e-6 + share * message / 70e9
+        assert _per_allreduce(batch, tp, link_bandwidth_small=70e9, **fields) == pytest.approx(
+            min(small, ring), rel=1e-5
+        )
+        assert _per_allreduce(batch, tp, link_bandwidth_small=0.0, **fields) == pytest.approx(ring, rel=1e-5)
+    # Small messages take the small protocol, large ones the ring.
+    assert _per_allreduce(1, 8, link_bandwidth_small=70e9, **fields) < 30e-6
+    assert _per_allreduce(512, 8, link_bandwidth_small=70e9, **fields) == pytest.approx(
+        30e-6 + 1.75 * 512 * 8192 * 2 / 300e9, rel=1e-5
+    )
+
+
+def test_small_message_protocol_never_slows_and_leaves_one_chip_alone():
+    """A small-message protocol never makes an all-reduce slower than the ring's line, a
+    faster one never slower than a slower one, and one chip has no all-reduce at all."""
+    for batch in (1, 8, 64, 256, 2048):
+        ring = _per_allreduce(batch, 8, link_bandwidth_small=0.0)
+        times = [_per_allreduce(batch, 8, link_bandwidth_small=r) for r in (10e9, 71.5e9, 200e9, 1e12)]
+        assert all(t <= ring * (1 + 1e-6) for t in times)
+        assert all(a >= b for a, b in zip(times, times[1:]))
+        assert _per_allreduce(batch, 1) == 0.0
+
+
+def test_small_message_protocol_gradients_match_finite_differences(x64):
+    """The all-reduce's gradients in the small protocol's latency and rate match float64
+    central differences where that protocol is the cheaper (8 sequences on four H100), and
+    are zero and finite where the ring is (2,048 sequences)."""
+    fields = ("link_latency_small", "link_bandwidth_small")
+
+    def step(batch):
+        w = cm.Workload(cm.model_preset("llama-3-70b"), cm.Scenario(batch=batch, context=2048))
+        w = jax.tree.map(
+            lambda x: jnp.asarray(x, jnp.float64) if jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating) else x, w
+        )
+        base = jax.tree.map(
+            lambda x: jnp.asarray(x, jnp.float64), chip_info("h100-sxm").chip.replace(tensor_parallel=4)
+        )
+        return lambda x: allreduce_seconds(w, base.replace(**dict(zip(fields, x))))
+
+    x = jnp.asarray([8e-6, 71.5e9], dtype=jnp.float64)
+    f = step(8)
+    g = np.asarray(jax.grad(f)(x))
+    for i in range(2):
+        h = 1e-6 * float(x[i])
+        e = jnp.zeros(2, dtype=jnp.float64).at[i].set(h)
+        assert g[i] == pytest.approx((float(f(x + e)) - float(f(x - e))) / (2 * h), rel=1e-5), fields[i]
+    assert g[0] > 0 and g[1] < 0
+    g = np.asarray(jax.grad(step(2048))(x))
+    assert np.all(np.isfinite(g)) and np.all(g == 0.0)
+    g = np.asarray(jax.grad(step(8))(jnp.asarray([8e-6, 0.0], dtype=jnp.float64)))  # no small protocol
+    assert np.all(np.isfinite(g)) and np.all(g == 0.0)

@@ -42,6 +42,8 @@ SWITCH_ON = {
     "link_knee": 1e6,
     "link_bandwidth_large": 50e9,
     "link_latency": 10e-6,
+    "link_latency_small": 5e-6,
+    "link_bandwidth_small": 50e9,
     "hop_latency": 10e-6,
     "host_step": 1e-3,
     "host_per_sequence": 100e-6,
@@ -75,6 +77,7 @@ PROBES = (
     ("llama-3-8b", 1, 128, "int8", "f32", "dense"),  # weights stream, small KV kernels, 8-bit and f32
     ("llama-3-8b", 64, 8192, "int4", "bf16", "topk"),  # large batch, 4-bit weights, sparse history
     ("llama-3-8b", 256, 1024, "bf16", "bf16", "dense"),  # compute near the memory time
+    ("llama-3-8b", 1024, 128, "bf16", "bf16", "dense"),  # 8 MiB all-reduces: past a small-message protocol
 )
 SYSTEMS = ((1, 1), (2, 1), (1, 2))
 """(tensor, pipeline) parallel layouts each probe runs on, as multiples of the system
@@ -121,9 +124,9 @@ def _perturbed(leaf_name: str, value: float) -> float:
     return value * FACTOR
 
 
-LARGEST_MESSAGE = 256 * 4096 * 2 * 2
+LARGEST_MESSAGE = 1024 * 4096 * 2 * 2
 """Bytes of the largest all-reduce message any probe sends (batch x d_model x 2 B: Llama 3
-8B, batch 256, 16-bit activations), with a margin of 2: an f32 probe's activations."""
+8B, batch 1,024, 16-bit activations), with a margin of 2: an f32 probe's activations."""
 
 OFF = 1e-5
 """How close to its off value (0 or 1) a fitted knob may be and count as off."""
@@ -154,10 +157,12 @@ def inert_reason(chip: cm.Chip, label: str) -> str | None:
         return "the chip has no energy figures (a time-only calibration): its power is 0 and never reaches a cap"
     if label in ("link_latency", "host_per_sequence_tp") and float(chip.link_bandwidth) <= 0:
         return "no chip-to-chip link (link_bandwidth 0): a multi-chip step is infinitely slow whatever the latency"
+    if label == "link_latency_small" and float(chip.link_bandwidth_small) <= 0:
+        return "no small-message protocol (link_bandwidth_small 0): every all-reduce on the ring's line"
     if label == "link_knee" and float(chip.link_bandwidth_large) <= 0:
         return "no second line of the all-reduce (link_bandwidth_large 0): every byte at link_bandwidth"
     if label == "link_bandwidth_large" and float(chip.link_knee) > LARGEST_MESSAGE:
-        return "the all-reduce's knee lies past every probe's message (at most 256 x 4096 x 4 B = 4 MiB)"
+        return "the all-reduce's knee lies past every probe's message (at most 1024 x 4096 x 4 B = 16 MiB)"
     no_rereads = float(chip.attention_kv_rereads) <= 0 and float(chip.attention_heads_per_block) <= 0
     if label == "attention_rereads_cached" and no_rereads:
         return "no K/V re-reads (attention_kv_rereads and attention_heads_per_block 0): nothing for the cache to serve"

@@ -511,6 +511,27 @@ def allreduce_seconds(workload: Workload, chip: Chip) -> Scalar:
     over its link (one `d_model` vector per query token; `ring_seconds`), plus one link
     latency per all-reduce when `tp > 1`, s.
 
+    Where the chip has a small-message protocol (`Chip.link_bandwidth_small` > 0), an
+    all-reduce takes the lesser of two lines: that protocol's (`link_latency_small`, then
+    the same `2 (tp - 1) / tp` of the message at `link_bandwidth_small`) and the ring's
+    above. NCCL prices each of its protocols as a latency plus bytes over a rate and runs
+    the cheapest for the size (its LL protocol for small messages, Simple for large:
+    S. Jeaugey, NCCL 2.0, GTC 2017; the tuning model in src/graph/tuning.cc of
+    github.com/NVIDIA/nccl), and serving engines pick their own one-shot/two-shot
+    all-reduce below a size and NCCL above it.
+
+    Examples:
+        >>> import costmodel as cm
+        >>> from costmodel._core.channels import allreduce_seconds
+        >>> chip = cm.chip_preset("h100-sxm").replace(tensor_parallel=8)
+        >>> def per(batch, chip):  # us per all-reduce of Llama 3 70B's step on eight H100
+        ...     w = cm.Workload(cm.model_preset("llama-3-70b"), cm.Scenario(batch=batch, context=1024))
+        ...     return round(float(allreduce_seconds(w, chip)) / (2 * 80) * 1e6, 1)
+        >>> [per(b, chip) for b in (1, 64, 256)]  # 16 KiB and 1 MiB: the small protocol; 4 MiB: the ring
+        [8.4, 33.7, 54.5]
+        >>> [per(b, chip.replace(link_bandwidth_small=0.0)) for b in (1, 64, 256)]  # the ring's line alone
+        [33.3, 38.5, 54.5]
+
     References:
         P. Patarasuk and X. Yuan, "Bandwidth optimal all-reduce algorithms for
         clusters of workstations", J. Parallel Distrib. Comput. 69(2), 2009.
@@ -519,8 +540,14 @@ def allreduce_seconds(workload: Workload, chip: Chip) -> Scalar:
     tp = chip.tensor_parallel
     g = step_groups(workload)  # every query token of the step, prefill chunks included
     message = jnp.sum(g.sequences * g.queries) * m.d_model * s.activation_bytes
-    ring = 2.0 * (tp - 1.0) / tp * ring_seconds(message, chip)
-    return 2.0 * m.n_layers * (chip.link_latency * jnp.clip(tp - 1.0, 0.0, 1.0) + ring)
+    share = 2.0 * (tp - 1.0) / tp
+    groups = jnp.clip(tp - 1.0, 0.0, 1.0)  # no latency on one chip
+    ring = chip.link_latency * groups + share * ring_seconds(message, chip)
+    small_rate = chip.link_bandwidth_small > 0
+    small = chip.link_latency_small * groups + share * seconds(
+        message, jnp.where(small_rate, chip.link_bandwidth_small, 1.0)
+    )
+    return 2.0 * m.n_layers * jnp.where(small_rate, jnp.minimum(small, ring), ring)
 
 
 def pipeline_seconds(chip: Chip) -> Scalar:

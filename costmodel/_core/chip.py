@@ -149,6 +149,14 @@ class Chip(eqx.Module):
             may fall to a lower rate past its buffers: a measured all-reduce curve
             is two lines, not one.
         link_latency: latency of one all-reduce across the tensor-parallel group, s.
+        link_latency_small: latency of the small-message protocol's all-reduce, s
+            (`costmodel.allreduce_seconds`).
+        link_bandwidth_small: rate of the small-message protocol's bytes, B/s; 0: no
+            such protocol (every all-reduce at `link_latency` and the ring's rates). A
+            collective library (or an engine's own all-reduce) runs a small message
+            with a protocol of low latency and low rate, a large one with a protocol
+            of higher latency and higher rate, and picks by size the cheaper: an
+            all-reduce takes the lesser of the two lines.
         hop_latency: latency of one pipeline hop between chips, s.
         overlap: exponent p of the p-norm that combines the memory and compute
             channels: 1 is fully serial, large p is fully overlapped (p >= 1).
@@ -218,6 +226,8 @@ class Chip(eqx.Module):
     link_knee: Scalar
     link_bandwidth_large: Scalar
     link_latency: Scalar
+    link_latency_small: Scalar
+    link_bandwidth_small: Scalar
     hop_latency: Scalar
     overlap: Scalar
     serial_kernels: Scalar
@@ -277,6 +287,8 @@ def make_chip(
     link_knee: RealScalarLike = 0.0,
     link_bandwidth_large: RealScalarLike = 0.0,
     link_latency: RealScalarLike = 0.0,
+    link_latency_small: RealScalarLike = 0.0,
+    link_bandwidth_small: RealScalarLike = 0.0,
     hop_latency: RealScalarLike = 0.0,
     host_step: RealScalarLike = 0.0,
     host_per_sequence: RealScalarLike = 0.0,
@@ -330,6 +342,8 @@ def make_chip(
         link_knee=f(link_knee),
         link_bandwidth_large=f(link_bandwidth_large),
         link_latency=f(link_latency),
+        link_latency_small=f(link_latency_small),
+        link_bandwidth_small=f(link_bandwidth_small),
         hop_latency=f(hop_latency),
         host_step=f(host_step),
         host_per_sequence=f(host_per_sequence),

@@ -60,7 +60,15 @@ def _scale_chip(chip: Chip, log_scale: dict[str, Any]) -> Chip:
         (chip.tiers.bandwidth * bw, chip.tiers.capacity * tier("capacity")),
     )
     return eqx.tree_at(
-        lambda c: (c.tiers, c.peak_flops, c.pim_bandwidth, c.pim_flops, c.link_bandwidth, c.link_bandwidth_large),
+        lambda c: (
+            c.tiers,
+            c.peak_flops,
+            c.pim_bandwidth,
+            c.pim_flops,
+            c.link_bandwidth,
+            c.link_bandwidth_large,
+            c.link_bandwidth_small,
+        ),
         chip,
         (
             tiers,
@@ -68,7 +76,8 @@ def _scale_chip(chip: Chip, log_scale: dict[str, Any]) -> Chip:
             chip.pim_bandwidth * s.get("bandwidth.pim", one),
             chip.pim_flops * s.get("pim_flops", one),
             chip.link_bandwidth * s.get("link_bandwidth", one),
-            chip.link_bandwidth_large * s.get("link_bandwidth", one),  # both lines of the all-reduce
+            chip.link_bandwidth_large * s.get("link_bandwidth", one),  # every line of the all-reduce
+            chip.link_bandwidth_small * s.get("link_bandwidth", one),
         ),
     )
 

@@ -107,6 +107,8 @@ CHIP_SCHEMA: tuple[ChipField, ...] = (
     _top("link_knee_MB", "nonneg", 1e6, ("link_knee",), default=0.0),
     _top("link_bandwidth_large_GBps", "nonneg", 1e9, ("link_bandwidth_large",), default=0.0),
     _top("link_latency_us", "nonneg", 1e-6, ("link_latency",)),
+    _top("link_latency_small_us", "nonneg", 1e-6, ("link_latency_small",), default=0.0),
+    _top("link_bandwidth_small_GBps", "nonneg", 1e9, ("link_bandwidth_small",), default=0.0),
     _top("hop_latency_us", "nonneg", 1e-6, ("hop_latency",)),
     _top("host_step_us", "nonneg", 1e-6, ("host_step",), default=0.0),
     _top("host_per_sequence_us", "nonneg", 1e-6, ("host_per_sequence",), default=0.0),
@@ -157,6 +159,8 @@ OMITTED_AT_ZERO = (
     "serial_kernels",
     "link_knee_MB",
     "link_bandwidth_large_GBps",
+    "link_latency_small_us",
+    "link_bandwidth_small_GBps",
 )
 """Fields a chip file leaves out at 0, their default (`chip_table`)."""
 
