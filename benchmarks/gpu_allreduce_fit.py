@@ -29,7 +29,8 @@ launches each all-reduce without a graph): the fitted line meets the measured ti
 The H100 (and the H200, the same NVLink4 and NVSwitch) has two protocols
 (`Chip.link_latency_small`, `Chip.link_bandwidth_small`; `costmodel.allreduce_seconds`
 takes the lesser of the two lines): its first line's latency and rate are both fitted
-(`fit_line`) to the nccl-tests run at 1-32 MiB, and a small-message line, its latency the
+(`fit_line`, on the relative error, as the knee is: each size counts alike, where a fit on
+time is ruled by the 16-32 MiB times) to the nccl-tests run at 1-32 MiB, and a small-message line, its latency the
 preset's small-message value (8 us), its rate fitted (`fit`) on time to an engine's own
 one-shot/two-shot all-reduce at 256 KiB-1 MiB on two, four and eight H100 (the ring's
 2 (n - 1) / n for each): SGLang's custom all-reduce (`SGLANG_H100`), the kernels the
@@ -218,14 +219,16 @@ def fit_small(latency: float, table=SGLANG_H100, sizes: tuple[int, ...] = SMALL_
     return float(np.sum(sent * sent) / np.sum(sent * above))
 
 
-def fit_line(rows, sizes: tuple[int, ...]) -> tuple[float, float]:
-    """(latency s, bandwidth B/s) of the ring model fitted, both, by least squares on time
-    to the rows of `sizes` ((size B, time us, ...) each)."""
+def fit_line(rows, sizes: tuple[int, ...], relative: bool = False) -> tuple[float, float]:
+    """(latency s, bandwidth B/s) of the ring model fitted, both, by least squares to the
+    rows of `sizes` ((size B, time us, ...) each): on time, or with `relative` on the
+    relative error (each size counts alike)."""
     pairs = [(r[0], r[1]) for r in rows if r[0] in sizes]
     sent = np.array([2.0 * (GPUS - 1) / GPUS * s for s, _ in pairs])
     seconds = np.array([t * 1e-6 for _, t in pairs])
-    design = np.stack([np.ones_like(sent), sent], axis=1)
-    (latency, per_byte), *_ = np.linalg.lstsq(design, seconds, rcond=None)
+    weight = 1.0 / seconds if relative else np.ones_like(seconds)
+    design = np.stack([np.ones_like(sent), sent], axis=1) * weight[:, None]
+    (latency, per_byte), *_ = np.linalg.lstsq(design, seconds * weight, rcond=None)
     return float(latency), float(1.0 / per_byte)
 
 
@@ -317,11 +320,11 @@ def main() -> None:
         check_rows(preset, rows)
         chip = chip_info(preset).chip
         if preset in TWO_PROTOCOLS:
-            latency, bandwidth = fit_line(rows, FIT_SIZES)
+            latency, bandwidth = fit_line(rows, FIT_SIZES, relative=True)
             small_latency = float(chip.link_latency_small)
             small = fit_small(small_latency)
             print(
-                f"{preset} (for {', '.join(takers)}): first line, both fitted on 1-32 MiB: latency "
+                f"{preset} (for {', '.join(takers)}): first line, both fitted on 1-32 MiB (relative error): latency "
                 f"{latency * 1e6:.1f} us, bandwidth {bandwidth / 1e9:.1f} GB/s; small-message line: latency "
                 f"{small_latency * 1e6:.1f} us (the preset's), rate fitted on SGLang's 256 KiB-1 MiB {small / 1e9:.1f} GB/s"
             )
@@ -352,8 +355,10 @@ def main() -> None:
         f"  preset l40s: link_latency {float(chip.link_latency) * 1e6:.1f} us, link_bandwidth {float(chip.link_bandwidth) / 1e9:.1f} GB/s"
     )
     print_knee("l40s", L40S_ROWS)
-    latency, bandwidth = fit_line(H20_CHECK, FIT_SIZES)
-    print(f"cross-check, eight H20 (NVLink4), both fitted: {latency * 1e6:.1f} us, {bandwidth / 1e9:.1f} GB/s")
+    latency, bandwidth = fit_line(H20_CHECK, FIT_SIZES, relative=True)
+    print(
+        f"cross-check, eight H20 (NVLink4), both fitted (relative error): {latency * 1e6:.1f} us, {bandwidth / 1e9:.1f} GB/s"
+    )
 
 
 if __name__ == "__main__":

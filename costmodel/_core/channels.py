@@ -527,10 +527,10 @@ def allreduce_seconds(workload: Workload, chip: Chip) -> Scalar:
         >>> def per(batch, chip):  # us per all-reduce of Llama 3 70B's step on eight H100
         ...     w = cm.Workload(cm.model_preset("llama-3-70b"), cm.Scenario(batch=batch, context=1024))
         ...     return round(float(allreduce_seconds(w, chip)) / (2 * 80) * 1e6, 1)
-        >>> [per(b, chip) for b in (1, 64, 256)]  # 16 KiB and 1 MiB: the small protocol; 4 MiB: the ring
-        [8.4, 33.7, 54.5]
+        >>> [per(b, chip) for b in (1, 64, 256)]  # 16 KiB: the small protocol; 1 and 4 MiB: the ring
+        [8.4, 32.6, 50.7]
         >>> [per(b, chip.replace(link_bandwidth_small=0.0)) for b in (1, 64, 256)]  # the ring's line alone
-        [33.3, 38.5, 54.5]
+        [26.6, 32.6, 50.7]
 
     References:
         P. Patarasuk and X. Yuan, "Bandwidth optimal all-reduce algorithms for
