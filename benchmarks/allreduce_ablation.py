@@ -1,7 +1,17 @@
-"""Ablation of the all-reduce's two measured lines, a static batch's prefill all-reduces, and
-the two terms of the session before them.
+"""Ablation of the all-reduce's small-message protocol, its two measured lines, a static
+batch's prefill all-reduces, and the two terms of the session before them.
 
-Terms (2026-12-07, twenty-second session):
+Terms (2026-12-07, twenty-third session):
+
+- **The small-message protocol** (`Chip.link_latency_small`, `Chip.link_bandwidth_small`,
+  `costmodel.allreduce_seconds`: the lesser of two lines) on the H100, H200 and hbm-pim-gpu,
+  with their bulk line's latency fitted (`benchmarks/gpu_allreduce_fit.py`). Off ("small
+  protocol off"): every chip's `link_bandwidth_small` 0, every all-reduce on the bulk line
+  (26.5 us at any size). Off ("NVLink4 as before"): those three chips' all-reduce as the
+  twenty-second session had it: one ring line of 8 us and 283.1 GB/s to a 25.9 MB knee,
+  then 447.8 GB/s, no small protocol.
+
+And the twenty-second session's:
 
 - **The second line** (`Chip.link_knee`, `Chip.link_bandwidth_large`,
   `costmodel.ring_seconds`): past a knee an all-reduce's bytes move at a second rate, fitted
@@ -9,7 +19,7 @@ Terms (2026-12-07, twenty-second session):
   Off: every chip's `link_bandwidth_large` 0, every byte at `link_bandwidth`.
 - **A static batch's prefill all-reduces** (`costmodel.validate.prefill_seconds`): the
   prompt tokens' activations, twice a layer, over the tensor-parallel group. Off: the
-  prefill's compute alone (the model before this session).
+  prefill's compute alone (the model before the twenty-second session).
 
 And the twenty-first session's two, switched off in today's model:
 
@@ -28,7 +38,7 @@ are priced by `costmodel.serving.prompt_seconds`, which had its all-reduces befo
 a process of its own (a compiled step keeps the term it was traced with); writes
 `benchmarks/allreduce_ablation.txt`.
 
-    python benchmarks/allreduce_ablation.py            # ~30 min on 2 cores (four serving runs)
+    python benchmarks/allreduce_ablation.py            # ~40 min on 2 cores (six serving runs)
     python benchmarks/allreduce_ablation.py --decode   # ~2 min
 """
 
@@ -50,6 +60,10 @@ import costmodel.validate_serving as vs
 
 
 OUT = Path(__file__).with_name("allreduce_ablation.txt")
+
+
+NVLINK4 = ("h100-sxm", "h200-sxm", "hbm-pim-gpu")
+"""The presets with the small-message protocol (NVLink4 and NVSwitch)."""
 
 
 LINE_RATES = {"h100-sxm": 450e9, "h200-sxm": 450e9, "a100-80gb-sxm": 300e9, "a100-40gb-sxm": 300e9, "mi300x": 448e9}
@@ -87,6 +101,28 @@ def _term(module, name: str, replacement):
         v._predict_jit = compiled
 
 
+def small_protocol_off():
+    """Every chip without a small-message protocol: every all-reduce on the ring's line."""
+    return _chips(lambda info: info.chip.replace(link_bandwidth_small=0.0))
+
+
+def nvlink4_as_before():
+    """The NVLink4 presets' all-reduce as before the twenty-third session (`NVLINK4`)."""
+    return _chips(
+        lambda info: (
+            info.chip.replace(
+                link_latency=8e-6,
+                link_bandwidth=283.1e9,
+                link_knee=25.9e6,
+                link_bandwidth_large=447.8e9,
+                link_bandwidth_small=0.0,
+            )
+            if info.name in NVLINK4
+            else info.chip
+        )
+    )
+
+
 def second_line_off():
     """Every chip without its all-reduce's second line."""
     return _chips(lambda info: info.chip.replace(link_bandwidth_large=0.0))
@@ -104,10 +140,16 @@ def kv_bound_kept():
 
 
 def line_rate_links():
-    """The NVLink and xGMI presets at their links' line rates, one line (`LINE_RATES`)."""
+    """The NVLink and xGMI presets at their links' line rates, one line (`LINE_RATES`), the
+    NVLink4 ones with their small-message latency (their one latency then)."""
     return _chips(
         lambda info: (
-            info.chip.replace(link_bandwidth=LINE_RATES[info.name], link_bandwidth_large=0.0)
+            info.chip.replace(
+                link_bandwidth=LINE_RATES[info.name],
+                link_bandwidth_large=0.0,
+                link_bandwidth_small=0.0,
+                link_latency=info.chip.link_latency_small if info.name in NVLINK4 else info.chip.link_latency,
+            )
             if info.name in LINE_RATES
             else info.chip
         )
@@ -116,12 +158,21 @@ def line_rate_links():
 
 VARIANTS = {
     "as shipped": contextlib.nullcontext,
+    "small protocol off": small_protocol_off,
+    "NVLink4 as before": nvlink4_as_before,
     "second line off": second_line_off,
     "prefill all-reduces off": prefill_all_reduce_off,
     "K/V bound kept": kv_bound_kept,
     "links at line rate": line_rate_links,
 }
-SERVING_VARIANTS = ("as shipped", "second line off", "K/V bound kept", "links at line rate")
+SERVING_VARIANTS = (
+    "as shipped",
+    "small protocol off",
+    "NVLink4 as before",
+    "second line off",
+    "K/V bound kept",
+    "links at line rate",
+)
 
 
 def decode(label: str) -> str:
