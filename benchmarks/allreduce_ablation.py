@@ -7,7 +7,7 @@ Terms (2026-12-07, twenty-third session):
   `costmodel.allreduce_seconds`: the lesser of two lines) on the H100, H200 and hbm-pim-gpu,
   with their bulk line's latency fitted (`benchmarks/gpu_allreduce_fit.py`). Off ("small
   protocol off"): every chip's `link_bandwidth_small` 0, every all-reduce on the bulk line
-  (26.5 us at any size). Off ("NVLink4 as before"): those three chips' all-reduce as the
+  (its 26.5 us latency at any size). Off ("NVLink4 as before"): those three chips' all-reduce as the
   twenty-second session had it: one ring line of 8 us and 283.1 GB/s to a 25.9 MB knee,
   then 447.8 GB/s, no small protocol.
 

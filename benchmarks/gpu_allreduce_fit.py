@@ -35,9 +35,11 @@ preset's small-message value (8 us), its rate fitted (`fit`) on time to an engin
 one-shot/two-shot all-reduce at 256 KiB-1 MiB on two, four and eight H100 (the ring's
 2 (n - 1) / n for each): SGLang's custom all-reduce (`SGLANG_H100`), the kernels the
 serving engines run below a few MiB (vLLM's and SGLang's custom all-reduce, TensorRT-LLM's
-one-/two-shot). Between them the two lines meet the measured times within a few per cent
-from 256 KiB to 32 MiB, where each alone misses one end by 40-60 %. The MI300X and the A100
-have no such engine table here: one line each, as before.
+one-/two-shot). The lesser of the two lines is within -14 ... +14 % of SGLang's eight-GPU
+times at 256 KiB-1 MiB and of nccl-tests' at 1-32 MiB (+48 % at two GPUs and 256 KiB, where
+the launch weighs); alone, the bulk line is +68 % at 256 KiB on eight GPUs, the small line
++318 % at 32 MiB. The MI300X and the A100 have no such engine table here: one line each, as
+before.
 
 The fits are of eight GPUs and are taken for a group of two or four as they are (the
 ring's 2 (n - 1) / n carries the group size, which SGLang's table bears out below 1 MiB;
@@ -70,7 +72,8 @@ busbw):
   sizes: 483 GB/s bus bandwidth at 16 GiB). Not pinned to a commit (the stored copy's
   history was not reachable). Cross-check: an independent eight-rank run in kvcache-ai/Mooncake
   pull request 3484 (https://github.com/kvcache-ai/Mooncake/pull/3484; the pull request's
-  other runs list eight H20, NVLink4 and NVSwitch) fits 289 GB/s against this one's 283.
+  other runs list eight H20, NVLink4 and NVSwitch) fits 25.2 us and 308.4 GB/s against this
+  one's 26.5 us and 303.1 GB/s (both on the relative error).
 - MI300X (xGMI, fully connected): `mpirun -np 8 ... all_reduce_perf -b 8 -e 8G -f 2 -g 1`,
   eight "AMD Instinct MI300X" on one host, rccl-tests develop:a7809b3, github.com/hisohara/ai-scripts,
   training/01_rccl-smoketest/README.md at 0780bb3c957ba1dd4254b3147c2027a44304db34.
@@ -118,7 +121,7 @@ FIT_SIZES = tuple(MIB << k for k in range(6))
 
 TABLES = {  # preset: (the presets that take the fit, rows: size (B), out-of-place time (us), algbw, busbw)
     "h100-sxm": (
-        ("h100-sxm", "h200-sxm"),
+        ("h100-sxm", "h200-sxm", "hbm-pim-gpu"),
         (
             (1048576, 28.56, 36.71, 64.24),
             (2097152, 43.45, 48.27, 84.47),
@@ -265,10 +268,9 @@ def two_lines(size: float, latency: float, bandwidth: float, knee: float, large:
     return latency + share * (min(size, knee) / bandwidth + max(size - knee, 0.0) / large)
 
 
-def print_knee(preset: str, rows) -> None:
-    """The second line's fit for `preset` (its first line the preset's), and its errors."""
-    chip = chip_info(preset).chip
-    latency, bandwidth = float(chip.link_latency), float(chip.link_bandwidth)
+def print_knee(preset: str, rows, latency: float, bandwidth: float) -> None:
+    """The second line's fit for `preset`, its first line (`latency` s, `bandwidth` B/s) kept,
+    and its errors."""
     knee, large = fit_knee(rows, latency, bandwidth)
     print(
         f"  second line (fitted on 8 MiB-1 GiB, the first kept): link_knee_MB {knee / 1e6:.1f}, "
@@ -338,7 +340,7 @@ def main() -> None:
                 f"bandwidth fitted on 1-32 MiB {bandwidth / 1e9:.1f} GB/s"
             )
             print_line(rows, latency, bandwidth)
-        print_knee(preset, rows)
+        print_knee(preset, rows, latency, bandwidth)
     check_rows("l40s", L40S_ROWS)
     latency, bandwidth = fit_line(L40S_ROWS, L40S_FIT_SIZES)
     print(
@@ -354,7 +356,7 @@ def main() -> None:
     print(
         f"  preset l40s: link_latency {float(chip.link_latency) * 1e6:.1f} us, link_bandwidth {float(chip.link_bandwidth) / 1e9:.1f} GB/s"
     )
-    print_knee("l40s", L40S_ROWS)
+    print_knee("l40s", L40S_ROWS, latency, bandwidth)
     latency, bandwidth = fit_line(H20_CHECK, FIT_SIZES, relative=True)
     print(
         f"cross-check, eight H20 (NVLink4), both fitted (relative error): {latency * 1e6:.1f} us, {bandwidth / 1e9:.1f} GB/s"

@@ -487,10 +487,12 @@ def ring_seconds(message, chip: Chip):
     (every byte at `link_bandwidth` where that is 0).
 
     A measured all-reduce's time against its size is two lines: NCCL (its default
-    algorithm) on eight H100 (NVLink4, NVSwitch) moves 1-32 MiB at some 283 GB/s per
-    link and the bytes past ~26 MB at ~450 (protocol and algorithm change with the size:
-    NVLink SHARP at large messages), RCCL on eight MI300X at 235 and ~320; on eight L40S
-    over PCIe (NCCL's ring forced) the rate falls past ~8 MB from 22 to ~11 GB/s.
+    algorithm) on eight H100 (NVLink4, NVSwitch) moves 1-32 MiB at some 303 GB/s per
+    link after a 26.5 us intercept and the bytes past ~22 MB at ~448 (protocol and
+    algorithm change with the size: NVLink SHARP at large messages), RCCL on eight MI300X
+    at 235 and ~320; on eight L40S over PCIe (NCCL's ring forced) the rate falls past
+    ~8 MB from 22 to ~11 GB/s. (Below ~1 MiB the H100's small-message protocol is the
+    cheaper: `allreduce_seconds`.)
     `python benchmarks/gpu_allreduce_fit.py` fits both lines to the published runs.
 
     Examples:

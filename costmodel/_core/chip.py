@@ -148,7 +148,9 @@ class Chip(eqx.Module):
             protocol and algorithm with the message size, and a PCIe host bridge
             may fall to a lower rate past its buffers: a measured all-reduce curve
             is two lines, not one.
-        link_latency: latency of one all-reduce across the tensor-parallel group, s.
+        link_latency: latency of one all-reduce across the tensor-parallel group, s: the
+            ring's (bulk) protocol's where the chip has a small-message one (on the H100 a
+            fitted intercept).
         link_latency_small: latency of the small-message protocol's all-reduce, s
             (`costmodel.allreduce_seconds`).
         link_bandwidth_small: rate of the small-message protocol's bytes, B/s; 0: no

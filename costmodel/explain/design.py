@@ -16,7 +16,9 @@ from .._core.economics import Economics
 
 DEFAULT_LINKS = (450e9, 8e-6, 3e-6)
 """(link bandwidth B/s, all-reduce latency s, pipeline hop latency s) of an area design:
-h100-sxm's NVLink (450 GB/s per direction, 8 us, 3 us; data/chips.toml)."""
+NVLink4's line rate per direction (450 GB/s), the H100's small-message all-reduce latency
+(8 us, `link_latency_small_us`) and its hop (3 us; data/chips.toml): an idealised link,
+not the H100 preset's measured lines."""
 
 DESIGN_PARAMETERS = ("compute", "sram", "pim_share", "stacks")
 """The entries of `AreaDesign.values`: compute and SRAM area of the logic die (m²),
