@@ -95,8 +95,12 @@ def random_chip(rng: np.random.Generator, ordered: bool = True) -> cm.Chip:
         attention_half_rate_rows=rng.uniform(0.0, 4.0) * (rng.random() < 0.5),
         # A layer's kernels in sequence on some chips (drawn after the fields above).
         serial_kernels=rng.uniform(0.0, 1.0) * (rng.random() < 0.5),
-        # Decode attention that splits a GQA group over blocks on some chips (drawn last).
+        # Decode attention that splits a GQA group over blocks on some chips (drawn after the
+        # fields above).
         attention_heads_per_block=float(rng.choice([1.0, 2.0, 4.0])) * (rng.random() < 0.5),
+        # A small-message all-reduce protocol on some chips (drawn last).
+        link_latency_small=rng.uniform(0, 1e-5),
+        link_bandwidth_small=10 ** rng.uniform(9.5, 11) * (rng.random() < 0.5),
     )
 
 

@@ -65,10 +65,25 @@ GOLDEN_DRAM_GB = {
 """The DRAM the GPU presets held when the golden file was made, before they took the bytes
 the devices report (2026-12-06): those presets are compared at their old capacity."""
 
-GOLDEN_LINK = {"l40s": (32e9, 20e-6)}
-"""The links (bandwidth B/s, all-reduce latency s) the presets held when the golden file was
-made, before the L40S took a published PCIe all-reduce measurement (2026-12-07): those
-presets are compared with their old links."""
+GOLDEN_LINK = {
+    "l40s": {"link_bandwidth": 32e9, "link_latency": 20e-6},
+    "h100-sxm": {
+        "link_bandwidth": 450e9,
+        "link_latency": 8e-6,
+        "link_bandwidth_large": 0.0,
+        "link_bandwidth_small": 0.0,
+    },
+    "h200-sxm": {
+        "link_bandwidth": 450e9,
+        "link_latency": 8e-6,
+        "link_bandwidth_large": 0.0,
+        "link_bandwidth_small": 0.0,
+    },
+}
+"""The links the presets held when the golden file was made (one line: NVLink4's line rate
+and 8 us on the H100 and H200; the datasheet's PCIe rate and 20 us on the L40S), before the
+L40S took a published PCIe all-reduce measurement and the H100/H200 their measured lines and
+small-message protocol (2026-12-07): those presets are compared with their old links."""
 
 
 def _golden_chip(name: str):
@@ -80,8 +95,7 @@ def _golden_chip(name: str):
 
     info = chip_info(name)
     if name in GOLDEN_LINK:
-        bandwidth, latency = GOLDEN_LINK[name]
-        info = dataclasses.replace(info, chip=info.chip.replace(link_bandwidth=bandwidth, link_latency=latency))
+        info = dataclasses.replace(info, chip=info.chip.replace(**GOLDEN_LINK[name]))
     if name not in GOLDEN_DRAM_GB:
         return info
     capacity = info.chip.tiers.capacity
