@@ -204,22 +204,24 @@ L40S_FIT_SIZES = (MIB, 2 * MIB, 4 * MIB)
 """The sizes of the decode table's L40S rows' messages (see above)."""
 
 
+def _rate(points, latency: float) -> float:
+    """The rate, B/s, of a line of latency `latency` s fitted by least squares on time to
+    `points` ((GPUs, size B, time us) each; each size with its ring share 2 (n - 1) / n)."""
+    sent = np.array([2.0 * (n - 1) / n * s for n, s, _ in points])
+    above = np.array([t * 1e-6 - latency for _, _, t in points])
+    return float(np.sum(sent * sent) / np.sum(sent * above))
+
+
 def fit(rows, latency: float, sizes: tuple[int, ...] = FIT_SIZES) -> float:
     """The ring model's bandwidth, B/s, fitted by least squares on time to the rows of
-    `sizes` ((size B, time us, ...) each), its latency fixed at `latency` s."""
-    pairs = [(r[0], r[1]) for r in rows if r[0] in sizes]
-    sent = np.array([2.0 * (GPUS - 1) / GPUS * s for s, _ in pairs])
-    above = np.array([t * 1e-6 - latency for _, t in pairs])
-    return float(np.sum(sent * sent) / np.sum(sent * above))
+    `sizes` ((size B, time us, ...) each, on `GPUS`), its latency fixed at `latency` s."""
+    return _rate([(GPUS, r[0], r[1]) for r in rows if r[0] in sizes], latency)
 
 
 def fit_small(latency: float, table=SGLANG_H100, sizes: tuple[int, ...] = SMALL_SIZES) -> float:
     """The small-message protocol's rate, B/s: least squares on time to `table`'s rows of
-    `sizes` on every group size (each with its ring share 2 (n - 1) / n), the latency fixed
-    at `latency` s."""
-    sent = np.array([2.0 * (n - 1) / n * s for n, rows in table.items() for s, _ in rows if s in sizes])
-    above = np.array([t * 1e-6 - latency for rows in table.values() for s, t in rows if s in sizes])
-    return float(np.sum(sent * sent) / np.sum(sent * above))
+    `sizes` on every group size, the latency fixed at `latency` s."""
+    return _rate([(n, s, t) for n, rows in table.items() for s, t in rows if s in sizes], latency)
 
 
 def fit_line(rows, sizes: tuple[int, ...], relative: bool = False) -> tuple[float, float]:

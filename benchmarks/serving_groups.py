@@ -20,28 +20,28 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import tomllib
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
+import costmodel.validate_serving as vs
 
-TABLE = Path(__file__).resolve().parents[1] / "data" / "measurements" / "serving.toml"
+
 FIGURES = ("tpot_ms", "output_tokens_per_second")
 
 
 def figures(path: str, rows: dict) -> dict:
-    """(row id, figure) -> (absolute error, JSON row) of every scored figure of a test row."""
+    """(row id, figure) -> (absolute error, JSON row) of every scored figure of a test row
+    (`costmodel.validate_serving`'s rule; `rows`: its table's rows by id)."""
     out = {}
     for r in json.loads(Path(path).read_text())["rows"]:
-        if r["status"] != "test":
+        if r["status"] != "test" or r["id"] not in rows:
             continue
         for key in FIGURES:
             error = r["errors"].get(key)
-            if error is None or (key == "tpot_ms" and rows[r["id"]].get("tpot_statistic") == "per_stream"):
-                continue
-            out[(r["id"], key)] = (abs(error), r)
+            if error is not None and vs._scored(rows[r["id"]], key):
+                out[(r["id"], key)] = (abs(error), r)
     return out
 
 
@@ -56,10 +56,10 @@ def main() -> None:
     p.add_argument("runs", nargs="+", help="files of `costmodel validate --serving --json`")
     p.add_argument("--without", nargs="*", default=[], help="blind checks to leave out, e.g. 'sixteenth check'")
     args = p.parse_args()
-    rows = {r["id"]: r for r in tomllib.loads(TABLE.read_text())["rows"]}
+    rows = {r.id: r for r in vs.load_serving_rows()}
     runs = [figures(path, rows) for path in args.runs]
     first = runs[0]
-    kept = [k for k in first if not any(rows[k[0]].get("blind", "").endswith(w) for w in args.without)]
+    kept = [k for k in first if not any(rows[k[0]].blind.endswith(w) for w in args.without)]
 
     def line(label: str, keys: list) -> None:
         cells = []
