@@ -543,10 +543,10 @@ def allreduce_seconds(workload: Workload, chip: Chip) -> Scalar:
     g = step_groups(workload)  # every query token of the step, prefill chunks included
     message = jnp.sum(g.sequences * g.queries) * m.d_model * s.activation_bytes
     share = 2.0 * (tp - 1.0) / tp
-    groups = jnp.clip(tp - 1.0, 0.0, 1.0)  # no latency on one chip
-    ring = chip.link_latency * groups + share * ring_seconds(message, chip)
+    several = jnp.clip(tp - 1.0, 0.0, 1.0)  # 1 on more than one chip: no latency on one
+    ring = chip.link_latency * several + share * ring_seconds(message, chip)
     small_rate = chip.link_bandwidth_small > 0
-    small = chip.link_latency_small * groups + share * seconds(
+    small = chip.link_latency_small * several + share * seconds(
         message, jnp.where(small_rate, chip.link_bandwidth_small, 1.0)
     )
     return 2.0 * m.n_layers * jnp.where(small_rate, jnp.minimum(small, ring), ring)
