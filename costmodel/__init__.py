@@ -36,6 +36,7 @@ from ._core.channels import (
     stream_bandwidth as stream_bandwidth,
     stream_seconds as stream_seconds,
     tier_joules as tier_joules,
+    weight_copy_bytes as weight_copy_bytes,
 )
 from ._core.chip import TIERS as TIERS, Chip as Chip, Tiers as Tiers, make_chip as make_chip
 from ._core.cost import (
@@ -77,10 +78,12 @@ from ._core.traffic import (
     Traffic as Traffic,
     class_rows as class_rows,
     class_sum as class_sum,
+    copies_weights as copies_weights,
     expert_coverage as expert_coverage,
     history_tokens as history_tokens,
     lower_traffic as lower_traffic,
     step_groups as step_groups,
+    step_rows as step_rows,
 )
 from ._core.workload import (
     AGE_EDGES as AGE_EDGES,

@@ -394,6 +394,7 @@ def evaluate(
         micro_batches=groups,
         dequant_ops=info.dequant(weights),
         kv_dequant_ops=info.kv_dequant(kv),
+        copy_rows=info.copy(weights),
     )
     profile_name, prof = resolve_profile(profile, context)
     workload = Workload(m, scenario, prof)
@@ -565,15 +566,22 @@ def apply_framework(
     cap = min(caps) if caps else None
     label = f"{info.label or info.name} ({f.name})"
     return dataclasses.replace(
-        info, chip=chip, label=label, max_batch=cap, dequant_ops=f.dequant_ops, kv_dequant_ops=f.kv_dequant_ops
+        info,
+        chip=chip,
+        label=label,
+        max_batch=cap,
+        dequant_ops=f.dequant_ops,
+        kv_dequant_ops=f.kv_dequant_ops,
+        copy_rows=f.copy_rows,
     )
 
 
 def apply_dequant(workload: Workload, f: Framework, weights: str, kv: str) -> Workload:
     """A workload whose weights and K/V are unpacked as the profile's kernels do for the
-    formats `weights` and `kv` (`Scenario.weight_dequant_ops`, `Scenario.kv_dequant_ops`)."""
+    formats `weights` and `kv` (`Scenario.weight_dequant_ops`, `Scenario.kv_dequant_ops`,
+    and `Scenario.weight_copy_rows`: above how many rows they work on a 16-bit copy)."""
     return eqx.tree_at(
-        lambda w: (w.scenario.weight_dequant_ops, w.scenario.kv_dequant_ops),
+        lambda w: (w.scenario.weight_dequant_ops, w.scenario.kv_dequant_ops, w.scenario.weight_copy_rows),
         workload,
-        (jnp.asarray(f.dequant(weights)), jnp.asarray(f.kv_dequant(kv))),
+        (jnp.asarray(f.dequant(weights)), jnp.asarray(f.kv_dequant(kv)), jnp.asarray(f.copy(weights))),
     )

@@ -238,6 +238,7 @@ def serve(
         kv=kv,
         dequant_ops=info.dequant(weights),
         kv_dequant_ops=info.kv_dequant(kv),
+        copy_rows=info.copy(weights),
     )
     if chips is None:
         tp, pp = system_size(info, Workload(m, base, prof))
@@ -354,6 +355,7 @@ def prompt_seconds(
         weights=weights,
         kv=kv,
         dequant_ops=chip.dequant(weights),
+        copy_rows=chip.copy(weights),
         # A pass of prompts attends over the K/V it has just computed, in 16 bits: no
         # cache is read, so none is unpacked (`Scenario.kv_dequant_ops` 0).
     )

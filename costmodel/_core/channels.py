@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from .chip import DRAM, PIM, SRAM, Chip, Tiers
 from .numerics import p_norm, safe_div, seconds
-from .traffic import CLASS_IS_KV, N_WEIGHT_CLASSES, Traffic, step_groups
+from .traffic import CLASS_IS_KV, N_WEIGHT_CLASSES, Traffic, copies_weights, step_groups
 from .types import PerClass, PerTier, RealScalarLike, Scalar
 from .workload import F32, Workload
 
@@ -325,6 +325,50 @@ def dequant_seconds(weight_bytes, workload: Workload, chip: Chip):
     """
     s = workload.scenario
     return unpack_seconds(safe_div(weight_bytes, s.weight_bytes), s.weight_dequant_ops, chip)
+
+
+COPY_BYTES = 2.0
+"""Bytes per element of the 16-bit copy of the weights a kernel writes and reads back
+(`weight_copy_bytes`): fp16, what vLLM's GPTQ and AWQ kernels unpack to."""
+
+
+def weight_copy_bytes(weight_bytes, workload: Workload):
+    """Bytes a step's weight kernels move through a 16-bit copy of the weights, per
+    weight class, B.
+
+    Where the step's rows exceed `Scenario.weight_copy_rows` (`copies_weights`), a
+    kernel unpacks every weight element it streams into a 16-bit buffer in DRAM, and a
+    16-bit GEMM reads it back: `2 x COPY_BYTES` per element, on top of the stored
+    format's bytes (vLLM's GPTQ kernel above 50 rows: `reconstruct_exllama` writes
+    `temp_dq`, then `cublasHgemm` reads it, csrc/quantization/gptq/q_gemm.cu; its AWQ
+    kernel from 256 rows: `awq_dequantize`, then `torch.matmul`,
+    vllm/model_executor/layers/quantization/awq.py; github.com/vllm-project/vllm).
+    For a 4-bit format that is 4 B per element against about 0.5 stored: a step
+    streams some nine times the bytes, twice a 16-bit model's. The copy is in DRAM
+    wherever the weights are held. Its unpacking is the format's `weight_dequant_ops`,
+    once per element, as without the copy.
+
+    Args:
+        weight_bytes: `[N_WEIGHT_CLASSES]` bytes of each weight class the step streams,
+            in its stored format, B.
+        workload: the step (its rows and `Scenario.weight_copy_rows`; bytes per
+            element of each class, `Scenario.class_weight_bytes`).
+
+    Returns:
+        `[N_WEIGHT_CLASSES]` bytes, B; 0 where the step does not copy.
+
+    Examples:
+        >>> import costmodel as cm
+        >>> import jax.numpy as jnp
+        >>> from costmodel._core.channels import weight_copy_bytes
+        >>> s = lambda batch: cm.Scenario(batch=batch, weight_bytes=0.5, weight_copy_rows=50)
+        >>> w = lambda batch: cm.Workload(cm.model_preset("llama-3-8b"), s(batch))
+        >>> one_gb = jnp.full(4, 1e9)  # 2e9 elements of each class at 0.5 B
+        >>> float(weight_copy_bytes(one_gb, w(50)).sum()), float(weight_copy_bytes(one_gb, w(51)).sum()) / 1e9
+        (0.0, 32.0)
+    """
+    elements = safe_div(weight_bytes, workload.scenario.class_weight_bytes)
+    return jnp.where(copies_weights(workload), 2.0 * COPY_BYTES * elements, 0.0)
 
 
 def kv_dequant_seconds(kv_bytes, traffic: Traffic, workload: Workload, chip: Chip):

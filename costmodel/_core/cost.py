@@ -20,7 +20,7 @@ from . import channels as ch
 from .chip import DRAM, PIM, SRAM, Chip
 from .numerics import safe_div, seconds as seconds_at
 from .placement import spill
-from .traffic import CLASS_IS_KV, N_CLASSES, class_sum, lower_traffic
+from .traffic import CLASS_IS_KV, N_CLASSES, N_WEIGHT_CLASSES, class_sum, lower_traffic
 from .types import BoolScalar, IntScalar, PerTier, PlacementMatrix, Scalar
 from .workload import Workload
 
@@ -128,6 +128,13 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     # Per tier and class: the bytes moved and the FLOPs done in one pass (each class's
     # buckets summed), so the per-class kernel efficiencies and FLOP rates apply once.
     moved = class_sum(held * (passing.read_bytes + passing.writes)[:, None], axis=0)  # [classes, tiers]
+    # Quantised weights are unpacked between their loads and the matmul: ALU time each
+    # chip spends on its share of the weight bytes DRAM streams (in the stored format).
+    weight_dram = jnp.sum(jnp.where(jnp.asarray(CLASS_IS_KV), 0.0, moved[:, DRAM])) / tp
+    # A kernel that unpacks them into a 16-bit copy writes it to DRAM, and its GEMM
+    # reads it back (`weight_copy_bytes`; none unless `Scenario.weight_copy_rows`).
+    copy = ch.weight_copy_bytes(jnp.sum(moved[:N_WEIGHT_CLASSES], axis=-1), group)
+    moved = moved.at[:N_WEIGHT_CLASSES, DRAM].add(copy)
     flops = class_sum(held * passing.flops[:, None], axis=0)  # [classes, tiers]
     tier_bytes = jnp.sum(moved, axis=0)  # [tiers], all chips
     # A pipeline runs its stages one after another for each token, so a pass sees
@@ -139,9 +146,6 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     # K/V re-reads the on-chip cache serves stream at its rate (`class_cached_rereads`).
     full = full.at[:, SRAM].add((full[:, SRAM] + full[:, DRAM]) * ch.class_cached_rereads(passing, chip))
     slow = jnp.sum(full, axis=0)
-    # Quantised weights are unpacked between their loads and the matmul: ALU time each
-    # chip spends on its share of the weight bytes DRAM streams.
-    weight_dram = jnp.sum(jnp.where(jnp.asarray(CLASS_IS_KV), 0.0, moved[:, DRAM])) / tp
     busy = ch.dequant_seconds(weight_dram, group, chip)
     # One stream rate per class and tier for the step (`stream_seconds` is linear in the
     # bytes): the weights' kernels under their bytes in flight, the attention kernels'

@@ -16,7 +16,7 @@ import numpy as np
 
 from .numerics import safe_div
 from .types import PerClass, PerRow, Scalar
-from .workload import N_AGE_BUCKETS, N_BUCKETS, AccessProfile, Workload
+from .workload import BITS16, N_AGE_BUCKETS, N_BUCKETS, AccessProfile, Workload
 
 
 WEIGHT_CLASSES = ("weights.attention", "weights.ffn", "weights.experts", "weights.head")
@@ -310,6 +310,27 @@ def step_groups(workload: Workload) -> Groups:
     return Groups(sequences, context, queries, active)
 
 
+def step_rows(workload: Workload):
+    """Query tokens one step runs through the weights, the rows of its weight matmuls:
+    the decoding sequences' (`AccessProfile.queries` each) and, with a `Prefill`, the
+    prompt tokens prefilled in the step (`step_groups`)."""
+    g = step_groups(workload)
+    return jnp.sum(g.sequences * g.queries)
+
+
+def copies_weights(workload: Workload):
+    """Whether the step's weight kernels write a 16-bit copy of the weights and run a
+    16-bit GEMM over it: its rows (`step_rows`) above `Scenario.weight_copy_rows` (0:
+    never). vLLM's GPTQ kernel does so above 50 rows (`MAX_Q_GEMM_ROWS` in
+    csrc/quantization/gptq/q_gemm.cu: `reconstruct_exllama`, then `cublasHgemm`), its
+    AWQ kernel from 256 (`FP16_MATMUL_HEURISTIC_CONDITION` in
+    vllm/model_executor/layers/quantization/awq.py: `awq_dequantize`, then
+    `torch.matmul`), github.com/vllm-project/vllm. A switch: its derivative in the
+    batch is 0 (the threshold is a kernel's, not a design variable)."""
+    rows = workload.scenario.weight_copy_rows
+    return (rows > 0) & (step_rows(workload) > rows)
+
+
 def lower_traffic(workload: Workload, buckets: bool = True) -> Traffic:
     """Lowers a workload to per-row decode traffic.
 
@@ -406,7 +427,8 @@ def lower_traffic(workload: Workload, buckets: bool = True) -> Traffic:
         kv_flops,
         zero,
     )
-    wp = s.class_weight_precision.astype(wb.dtype)
+    # Over a 16-bit copy of the weights (`copies_weights`) the GEMMs run in 16 bits.
+    wp = jnp.where(copies_weights(workload), BITS16, s.class_weight_precision).astype(wb.dtype)
     kp = s.kv_precision.astype(wb.dtype)
     precision = jnp.concatenate([wp, jnp.stack([kp] * (len(CLASSES) - N_WEIGHT_CLASSES))])
 

@@ -164,6 +164,11 @@ class Scenario(eqx.Module):
             groups at once (>= 1; 1: the whole batch passes through the stages
             together, and a pipeline adds capacity but no throughput). See
             `costmodel.decode_cost`.
+        weight_copy_rows: rows (query tokens through the weights in one step) above
+            which the weight kernels first write a 16-bit copy of the weights they
+            stream and run a 16-bit GEMM over it, reading it back (vLLM's GPTQ kernel
+            above 50 rows, its AWQ kernel from 256: `costmodel.weight_copy_bytes`);
+            0: never.
     """
 
     batch: Scalar
@@ -179,6 +184,7 @@ class Scenario(eqx.Module):
     plain_weight_bytes: Scalar
     plain_weight_precision: Scalar
     kv_dequant_ops: Scalar
+    weight_copy_rows: Scalar
 
     def __init__(
         self,
@@ -196,6 +202,7 @@ class Scenario(eqx.Module):
         plain_weight_bytes: RealScalarLike = 0.0,
         plain_weight_precision: IntScalarLike = -1,
         kv_dequant_ops: RealScalarLike = 0.0,
+        weight_copy_rows: RealScalarLike = 0.0,
     ):
         f = lambda x: jnp.asarray(x, dtype=float)
         self.batch = f(batch)
@@ -211,6 +218,7 @@ class Scenario(eqx.Module):
         self.plain_weight_bytes = f(plain_weight_bytes)
         self.plain_weight_precision = jnp.asarray(plain_weight_precision, dtype=jnp.int32)
         self.kv_dequant_ops = f(kv_dequant_ops)
+        self.weight_copy_rows = f(weight_copy_rows)
 
     @property
     def class_weight_bytes(self) -> jnp.ndarray:

@@ -118,6 +118,14 @@ unpacking each quantised KV-cache format every time a thread block reads it
 (`Scenario.kv_dequant_ops`), a table of format name -> count; a format absent is used as
 stored (0). Counted from the kernels' source, not fitted, and not in the log vector."""
 
+COPY_ROWS = "dequant_copy_rows"
+"""Rows (query tokens through the weights in one step) above which the framework's
+kernel for a weight format first unpacks the weights into a 16-bit copy in DRAM and
+runs a 16-bit GEMM over it (`Scenario.weight_copy_rows`, `costmodel.weight_copy_bytes`),
+a table of format name -> rows; a format absent never copies. vLLM's GPTQ kernel: 50
+(`MAX_Q_GEMM_ROWS`), its AWQ kernel: 255 (from 256 rows). From the kernels' source, not
+fitted, and not in the log vector."""
+
 UNBOUNDED_IN_FLIGHT_KB = 1e9
 """The bytes in flight of a profile that does not bound them (1 TB per unit: no
 memory's latency limits such a stream)."""
@@ -169,6 +177,8 @@ class Framework:
         dequant_ops: (format, instructions per weight element) pairs (`DEQUANT`).
         kv_dequant_ops: (KV format, instructions per K/V element read) pairs
             (`KV_DEQUANT`).
+        copy_rows: (format, rows) pairs: above that many rows in a step the kernel
+            for the format works on a 16-bit copy of the weights (`COPY_ROWS`).
         memory_fraction: the share of each chip's DRAM the engine allocates to weights
             and KV cache (`MEMORY_FRACTION`).
         serial_kernels: `Chip.serial_kernels` of the engine (`SERIAL_KERNELS`), or None
@@ -195,6 +205,7 @@ class Framework:
     host_tp: float | None = None
     kv_rereads_by_kv: tuple[tuple[str, float], ...] = ()
     rereads_cached: float | None = None
+    copy_rows: tuple[tuple[str, float], ...] = ()
 
     def rereads(self, kv: str | None = None) -> float | None:
         """`Chip.attention_kv_rereads` of the attention kernel the engine runs over a
@@ -221,6 +232,11 @@ class Framework:
         """ALU instructions per K/V element read the profile's attention kernels spend
         unpacking the cache format `kv` (0: used as stored)."""
         return dict(self.kv_dequant_ops).get(kv, 0.0)
+
+    def copy(self, weights: str) -> float:
+        """Rows above which the profile's kernel for `weights` works on a 16-bit copy
+        (`COPY_ROWS`; 0: never)."""
+        return dict(self.copy_rows).get(weights, 0.0)
 
     def value(self, field: str) -> float | None:
         """The profile's value of one of its fields (`PROFILE_FIELDS`, `HOST_FIELDS`;
@@ -283,7 +299,7 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
                 **{k: "nonneg" for k in HOST_FIELDS + ENGINE_HOST_FIELDS},
             },
             strings=("source", "base", "description"),
-            tables=("fit", "fitted_on", "chips", "carried", DEQUANT, KV_DEQUANT, KV_REREADS_BY_KV),
+            tables=("fit", "fitted_on", "chips", "carried", DEQUANT, KV_DEQUANT, KV_REREADS_BY_KV, COPY_ROWS),
         )
         lists = {}
         for key in ("fit", "fitted_on", "chips"):
@@ -315,6 +331,9 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
         rereads_by_kv = _format_table(
             t, KV_REREADS_BY_KV, where, lambda v: 0 <= v <= 1, "a share of re-reads in [0, 1]", "format = re-reads"
         )
+        copy_rows = _format_table(
+            t, COPY_ROWS, where, lambda v: 1 <= v < float("inf"), "a number of rows >= 1", "format = rows"
+        )
         out[name] = Framework(
             name=name,
             multipliers=(
@@ -340,6 +359,7 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
             host_tp=t.get(TP_HOST),
             kv_rereads_by_kv=rereads_by_kv,
             rereads_cached=t.get(REREADS_CACHED),
+            copy_rows=copy_rows,
         )
     for f in out.values():
         if f.base is not None and f.base not in out:
