@@ -177,10 +177,13 @@ def prepare(
 
 def with_profile_fields(prepared: Prepared, f: Framework, row: Row) -> Prepared:
     """A prepared row with the fields of profile `f` outside its log vector: on the chip
-    (`apply_profile_fields`) and on the decode step's weights and K/V (`apply_dequant`)."""
+    (`apply_profile_fields`), on the decode step's weights and K/V (`apply_dequant`), and
+    on the prefill's GEMMs (in 16 bits where the profile's kernel for the format copies
+    at that many rows: `Scenario.weight_copy_rows`)."""
     chip = apply_profile_fields(prepared.chip, f, row.inference, row.kv)
     workload = apply_dequant(prepared.workload, f, row.weights, row.kv)
-    return eqx.tree_at(lambda p: (p.chip, p.workload), prepared, (chip, workload))
+    prefill = eqx.tree_at(lambda w: w.scenario.weight_copy_rows, prepared.prefill, jnp.asarray(f.copy(row.weights)))
+    return eqx.tree_at(lambda p: (p.chip, p.workload, p.prefill), prepared, (chip, workload, prefill))
 
 
 def prefill_seconds(prefill: Workload, chip: Chip) -> jnp.ndarray:
