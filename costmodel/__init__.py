@@ -36,6 +36,7 @@ from ._core.channels import (
     stream_bandwidth as stream_bandwidth,
     stream_seconds as stream_seconds,
     tier_joules as tier_joules,
+    unpack_passes as unpack_passes,
     weight_copy_bytes as weight_copy_bytes,
 )
 from ._core.chip import TIERS as TIERS, Chip as Chip, Tiers as Tiers, make_chip as make_chip

@@ -395,6 +395,7 @@ def evaluate(
         dequant_ops=info.dequant(weights),
         kv_dequant_ops=info.kv_dequant(kv),
         copy_rows=info.copy(weights),
+        dequant_rows=info.tile(weights),
     )
     profile_name, prof = resolve_profile(profile, context)
     workload = Workload(m, scenario, prof)
@@ -573,15 +574,18 @@ def apply_framework(
         dequant_ops=f.dequant_ops,
         kv_dequant_ops=f.kv_dequant_ops,
         copy_rows=f.copy_rows,
+        dequant_rows=f.dequant_rows,
     )
 
 
 def apply_dequant(workload: Workload, f: Framework, weights: str, kv: str) -> Workload:
     """A workload whose weights and K/V are unpacked as the profile's kernels do for the
     formats `weights` and `kv` (`Scenario.weight_dequant_ops`, `Scenario.kv_dequant_ops`,
-    and `Scenario.weight_copy_rows`: above how many rows they work on a 16-bit copy)."""
+    `Scenario.weight_copy_rows`: above how many rows they work on a 16-bit copy, and
+    `Scenario.weight_dequant_rows`: how many rows each unpacking serves)."""
+    s = lambda w: w.scenario
     return eqx.tree_at(
-        lambda w: (w.scenario.weight_dequant_ops, w.scenario.kv_dequant_ops, w.scenario.weight_copy_rows),
+        lambda w: (s(w).weight_dequant_ops, s(w).kv_dequant_ops, s(w).weight_copy_rows, s(w).weight_dequant_rows),
         workload,
-        (jnp.asarray(f.dequant(weights)), jnp.asarray(f.kv_dequant(kv)), jnp.asarray(f.copy(weights))),
+        tuple(jnp.asarray(x) for x in (f.dequant(weights), f.kv_dequant(kv), f.copy(weights), f.tile(weights))),
     )

@@ -239,6 +239,7 @@ def serve(
         dequant_ops=info.dequant(weights),
         kv_dequant_ops=info.kv_dequant(kv),
         copy_rows=info.copy(weights),
+        dequant_rows=info.tile(weights),
     )
     if chips is None:
         tp, pp = system_size(info, Workload(m, base, prof))
@@ -356,6 +357,7 @@ def prompt_seconds(
         kv=kv,
         dequant_ops=chip.dequant(weights),
         copy_rows=chip.copy(weights),
+        dequant_rows=chip.tile(weights),
         # A pass of prompts attends over the K/V it has just computed, in 16 bits: no
         # cache is read, so none is unpacked (`Scenario.kv_dequant_ops` 0).
     )

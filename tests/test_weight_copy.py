@@ -183,7 +183,7 @@ def test_a_bad_copy_table_names_the_field(tmp_path, table, message):
     from costmodel.io.files import data_dir
 
     text = (data_dir() / "frameworks.toml").read_text()
-    marker = "dequant_copy_rows = { gptq = 50, awq = 255 }"
+    marker = "dequant_copy_rows = { gptq = 50, awq = 255 }"  # the first vLLM profile with both
     assert marker in text
     path = tmp_path / "frameworks.toml"
     path.write_text(text.replace(marker, f"dequant_copy_rows = {table}", 1))
@@ -196,6 +196,8 @@ def test_make_scenario_checks_the_rows():
     assert float(make_scenario(weights="gptq", copy_rows=50).weight_copy_rows) == 50
     with pytest.raises(InputError, match="copy_rows = -1"):
         make_scenario(weights="gptq", copy_rows=-1)
+    with pytest.raises(InputError, match="dequant_rows = inf"):
+        make_scenario(weights="gptq", dequant_rows=float("inf"))
 
 
 def test_the_forced_kernel_rows_use_the_formats():
@@ -209,3 +211,58 @@ def test_the_forced_kernel_rows_use_the_formats():
     assert sum(w == "gptq" for w in forced.values()) >= 2 and sum(w == "awq" for w in forced.values()) >= 4
     assert all(r["framework"].startswith("vllm") for r in rows if r["id"] in forced)
     assert dataclasses.is_dataclass(load_frameworks()["vllm-0.6"])
+
+
+# --- unpacking per tile of rows ------------------------------------------------------
+
+
+def test_unpack_passes_count_whole_tiles():
+    def w(batch, tile, rows=0.0):
+        scenario = cm.Scenario(batch=batch, weight_dequant_rows=tile, weight_copy_rows=rows)
+        return cm.Workload(cm.model_preset("llama-3-8b"), scenario)
+
+    assert [float(cm.unpack_passes(w(b, 8))) for b in (1, 8, 9, 50)] == [1.0, 1.0, 2.0, 7.0]
+    assert float(cm.unpack_passes(w(50, 0))) == 1.0  # no tiling: once
+    assert float(cm.unpack_passes(w(51, 8, rows=50))) == 1.0  # the copy's kernel unpacks once
+    assert float(cm.unpack_passes(w(0.5, 8))) == 1.0  # a fraction of a sequence still unpacks once
+
+
+def test_the_unpacking_repeats_per_tile_in_the_alu_time():
+    """`dequant_seconds` is the one-pass time times `unpack_passes`, and a step's time
+    never falls as its tiles (and so its ALU work) grow."""
+    chip = bounded_chip(peak_flops=(20e12, 312e12, 624e12, 1248e12))
+
+    def w(batch, tile):
+        scenario = cm.Scenario(
+            batch=batch, context=512, weight_bytes=GPTQ_BYTES, weight_dequant_ops=2.75, weight_dequant_rows=tile
+        )
+        return cm.Workload(cm.model_preset("llama-3-8b"), scenario)
+
+    once = float(cm.dequant_seconds(1e9, w(40, 0), chip))
+    assert float(cm.dequant_seconds(1e9, w(40, 16), chip)) == pytest.approx(3 * once, rel=1e-6)
+    times = [float(_cost(w(40, tile), chip).seconds_per_step) for tile in (0.0, 40.0, 20.0, 16.0, 8.0, 1.0)]
+    assert all(b >= a * (1 - 1e-6) for a, b in zip(times, times[1:]))
+    assert times[-1] > times[0]
+
+
+def test_vllm_profiles_unpack_per_tile():
+    frameworks = load_frameworks()
+    for name in ("vllm", "vllm-0.5", "vllm-0.6", "vllm-v1"):
+        f = frameworks[name]
+        assert f.tile("gptq") == 8 and f.tile("awq") == 16 and f.tile("int4") == 0
+    # vLLM 0.2.x had no copy for AWQ (it came with pull request 2566, 0.3.0)
+    assert frameworks["vllm"].copy("awq") == 0 and frameworks["vllm"].copy("gptq") == 50
+    e = cm.evaluate("llama-3-8b", "a100-80gb-sxm", batch=40, context=512, weights="awq", framework="vllm")
+    assert float(e.workload.scenario.weight_dequant_rows) == 16
+    assert float(cm.unpack_passes(e.workload)) == 3.0
+
+
+def test_a_bad_tile_table_names_the_field(tmp_path):
+    from costmodel.io.files import data_dir
+
+    text = (data_dir() / "frameworks.toml").read_text()
+    marker = "dequant_rows = { gptq = 8, awq = 16 }"
+    path = tmp_path / "frameworks.toml"
+    path.write_text(text.replace(marker, "dequant_rows = { gptq = 0.5, awq = 16 }", 1))
+    with pytest.raises(InputError, match=r"'dequant_rows': gptq = 0.5: expected a number of rows >= 1"):
+        load_frameworks(path)

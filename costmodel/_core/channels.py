@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from .chip import DRAM, PIM, SRAM, Chip, Tiers
 from .numerics import p_norm, safe_div, seconds
-from .traffic import CLASS_IS_KV, N_WEIGHT_CLASSES, Traffic, copies_weights, step_groups
+from .traffic import CLASS_IS_KV, N_WEIGHT_CLASSES, Traffic, copies_weights, step_groups, step_rows
 from .types import PerClass, PerTier, RealScalarLike, Scalar
 from .workload import F32, Workload
 
@@ -293,7 +293,8 @@ def busy_per_byte(dram_bytes, busy: RealScalarLike = 0.0):
 def dequant_seconds(weight_bytes, workload: Workload, chip: Chip):
     """Seconds one chip's ALUs spend unpacking weights before the matmul uses them.
 
-    `weight_bytes / Scenario.weight_bytes` elements, each taking
+    `weight_bytes / Scenario.weight_bytes` elements, each unpacked `unpack_passes` times
+    (once, unless the kernel unpacks per tile of rows) and taking
     `Scenario.weight_dequant_ops` instructions (the framework's kernel for the format),
     at one instruction per FP32 lane per clock: `peak_flops[F32] / 2` (the non-tensor
     peak counts a fused multiply-add as two FLOPs) times `Chip.compute_efficiency` (the
@@ -324,7 +325,33 @@ def dequant_seconds(weight_bytes, workload: Workload, chip: Chip):
         0.1
     """
     s = workload.scenario
-    return unpack_seconds(safe_div(weight_bytes, s.weight_bytes), s.weight_dequant_ops, chip)
+    elements = safe_div(weight_bytes, s.weight_bytes) * unpack_passes(workload)
+    return unpack_seconds(elements, s.weight_dequant_ops, chip)
+
+
+def unpack_passes(workload: Workload):
+    """Times a step's weight kernels unpack each weight element they stream.
+
+    A kernel that tiles the step's rows (`costmodel.step_rows`) unpacks its weight
+    tile again in every thread block of another tile of rows, `ceil(rows /
+    Scenario.weight_dequant_rows)` times: vLLM's GPTQ kernel launches a block per 8
+    rows (`BLOCK_M_SIZE_MAX`, gemm_half_q_half_cuda_part in
+    csrc/quantization/gptq/q_gemm.cu), its AWQ GEMM one per 16 (its m16n8k16 tile,
+    gemm_forward_4bit_cuda_m16nXk32 in csrc/quantization/awq/gemm_kernels.cu;
+    github.com/vllm-project/vllm). Once where `weight_dequant_rows` is 0, and once
+    where the step works on a 16-bit copy (`copies_weights`: one kernel unpacks the
+    whole matrix). A count of whole tiles: its derivative in the rows is 0.
+
+    Examples:
+        >>> import costmodel as cm
+        >>> w = lambda batch: cm.Workload(cm.model_preset("llama-3-8b"), cm.Scenario(batch=batch, weight_dequant_rows=16))
+        >>> [float(cm.unpack_passes(w(b))) for b in (1, 16, 17, 100)]
+        [1.0, 1.0, 2.0, 7.0]
+    """
+    tile = workload.scenario.weight_dequant_rows
+    tiled = (tile > 0) & ~copies_weights(workload)
+    passes = jnp.ceil(step_rows(workload) / jnp.where(tiled, tile, 1.0))
+    return jnp.where(tiled, jnp.maximum(passes, 1.0), 1.0)
 
 
 COPY_BYTES = 2.0

@@ -169,6 +169,10 @@ class Scenario(eqx.Module):
             stream and run a 16-bit GEMM over it, reading it back (vLLM's GPTQ kernel
             above 50 rows, its AWQ kernel from 256: `costmodel.weight_copy_bytes`);
             0: never.
+        weight_dequant_rows: rows of a step each unpacking of the weights serves: a
+            kernel that tiles the rows unpacks every weight once per tile, `ceil(rows /
+            weight_dequant_rows)` times (vLLM's GPTQ kernel per 8 rows, its AWQ GEMM per
+            16: `costmodel.unpack_passes`); 0: once per step.
     """
 
     batch: Scalar
@@ -185,6 +189,7 @@ class Scenario(eqx.Module):
     plain_weight_precision: Scalar
     kv_dequant_ops: Scalar
     weight_copy_rows: Scalar
+    weight_dequant_rows: Scalar
 
     def __init__(
         self,
@@ -203,6 +208,7 @@ class Scenario(eqx.Module):
         plain_weight_precision: IntScalarLike = -1,
         kv_dequant_ops: RealScalarLike = 0.0,
         weight_copy_rows: RealScalarLike = 0.0,
+        weight_dequant_rows: RealScalarLike = 0.0,
     ):
         f = lambda x: jnp.asarray(x, dtype=float)
         self.batch = f(batch)
@@ -219,6 +225,7 @@ class Scenario(eqx.Module):
         self.plain_weight_precision = jnp.asarray(plain_weight_precision, dtype=jnp.int32)
         self.kv_dequant_ops = f(kv_dequant_ops)
         self.weight_copy_rows = f(weight_copy_rows)
+        self.weight_dequant_rows = f(weight_dequant_rows)
 
     @property
     def class_weight_bytes(self) -> jnp.ndarray:

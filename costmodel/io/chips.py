@@ -375,7 +375,8 @@ class ChipInfo:
     `apply_framework` (`Scenario.weight_dequant_ops`); empty: formats used as stored.
     `kv_dequant_ops`: the same for its attention kernels' reads of a quantised KV cache
     (`Scenario.kv_dequant_ops`). `copy_rows`: (format, rows) above which its kernel for
-    the format works on a 16-bit copy of the weights (`Scenario.weight_copy_rows`).
+    the format works on a 16-bit copy of the weights (`Scenario.weight_copy_rows`);
+    `dequant_rows`: (format, rows each of its unpackings serves: `Scenario.weight_dequant_rows`).
     `prefill_efficiency`: the share of the chip's compute efficiency that a pass
     prefilling prompts alone reaches (a burst's admissions, a disaggregated prefill
     pool: `costmodel.serving.prompt_seconds`), in (0, 1]; the chip file's optional
@@ -392,6 +393,7 @@ class ChipInfo:
     prefill_efficiency: float = 1.0
     kv_dequant_ops: tuple[tuple[str, float], ...] = ()
     copy_rows: tuple[tuple[str, float], ...] = ()
+    dequant_rows: tuple[tuple[str, float], ...] = ()
 
     def dequant(self, weights: str) -> float:
         """Instructions per weight element the system's kernels spend unpacking `weights`."""
@@ -406,6 +408,10 @@ class ChipInfo:
         """Rows above which the system's kernel for `weights` works on a 16-bit copy of
         the weights (0: never)."""
         return dict(self.copy_rows).get(weights, 0.0)
+
+    def tile(self, weights: str) -> float:
+        """Rows each unpacking of `weights` by the system's kernel serves (0: once per step)."""
+        return dict(self.dequant_rows).get(weights, 0.0)
 
     def prefill_chip(self) -> Chip:
         """The chip as a pass that prefills prompts alone runs it: its compute efficiency

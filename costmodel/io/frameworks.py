@@ -126,6 +126,13 @@ a table of format name -> rows; a format absent never copies. vLLM's GPTQ kernel
 (`MAX_Q_GEMM_ROWS`), its AWQ kernel: 255 (from 256 rows). From the kernels' source, not
 fitted, and not in the log vector."""
 
+DEQUANT_ROWS = "dequant_rows"
+"""Rows of a step each unpacking of a weight format's kernel serves
+(`Scenario.weight_dequant_rows`, `costmodel.unpack_passes`): a kernel that tiles the
+rows unpacks the weights once per tile, a table of format name -> rows; a format absent
+is unpacked once per step. vLLM's GPTQ kernel: 8, its AWQ GEMM: 16. From the kernels'
+source, not fitted, and not in the log vector."""
+
 UNBOUNDED_IN_FLIGHT_KB = 1e9
 """The bytes in flight of a profile that does not bound them (1 TB per unit: no
 memory's latency limits such a stream)."""
@@ -179,6 +186,8 @@ class Framework:
             (`KV_DEQUANT`).
         copy_rows: (format, rows) pairs: above that many rows in a step the kernel
             for the format works on a 16-bit copy of the weights (`COPY_ROWS`).
+        dequant_rows: (format, rows) pairs: the rows each unpacking serves
+            (`DEQUANT_ROWS`).
         memory_fraction: the share of each chip's DRAM the engine allocates to weights
             and KV cache (`MEMORY_FRACTION`).
         serial_kernels: `Chip.serial_kernels` of the engine (`SERIAL_KERNELS`), or None
@@ -206,6 +215,7 @@ class Framework:
     kv_rereads_by_kv: tuple[tuple[str, float], ...] = ()
     rereads_cached: float | None = None
     copy_rows: tuple[tuple[str, float], ...] = ()
+    dequant_rows: tuple[tuple[str, float], ...] = ()
 
     def rereads(self, kv: str | None = None) -> float | None:
         """`Chip.attention_kv_rereads` of the attention kernel the engine runs over a
@@ -237,6 +247,11 @@ class Framework:
         """Rows above which the profile's kernel for `weights` works on a 16-bit copy
         (`COPY_ROWS`; 0: never)."""
         return dict(self.copy_rows).get(weights, 0.0)
+
+    def tile(self, weights: str) -> float:
+        """Rows each unpacking of `weights` by the profile's kernel serves
+        (`DEQUANT_ROWS`; 0: once per step)."""
+        return dict(self.dequant_rows).get(weights, 0.0)
 
     def value(self, field: str) -> float | None:
         """The profile's value of one of its fields (`PROFILE_FIELDS`, `HOST_FIELDS`;
@@ -299,7 +314,17 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
                 **{k: "nonneg" for k in HOST_FIELDS + ENGINE_HOST_FIELDS},
             },
             strings=("source", "base", "description"),
-            tables=("fit", "fitted_on", "chips", "carried", DEQUANT, KV_DEQUANT, KV_REREADS_BY_KV, COPY_ROWS),
+            tables=(
+                "fit",
+                "fitted_on",
+                "chips",
+                "carried",
+                DEQUANT,
+                KV_DEQUANT,
+                KV_REREADS_BY_KV,
+                COPY_ROWS,
+                DEQUANT_ROWS,
+            ),
         )
         lists = {}
         for key in ("fit", "fitted_on", "chips"):
@@ -331,8 +356,9 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
         rereads_by_kv = _format_table(
             t, KV_REREADS_BY_KV, where, lambda v: 0 <= v <= 1, "a share of re-reads in [0, 1]", "format = re-reads"
         )
-        copy_rows = _format_table(
-            t, COPY_ROWS, where, lambda v: 1 <= v < float("inf"), "a number of rows >= 1", "format = rows"
+        copy_rows, dequant_rows = (
+            _format_table(t, key, where, lambda v: 1 <= v < float("inf"), "a number of rows >= 1", "format = rows")
+            for key in (COPY_ROWS, DEQUANT_ROWS)
         )
         out[name] = Framework(
             name=name,
@@ -360,6 +386,7 @@ def load_frameworks(path: Path | str | None = None) -> dict[str, Framework]:
             kv_rereads_by_kv=rereads_by_kv,
             rereads_cached=t.get(REREADS_CACHED),
             copy_rows=copy_rows,
+            dequant_rows=dequant_rows,
         )
     for f in out.values():
         if f.base is not None and f.base not in out:

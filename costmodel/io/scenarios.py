@@ -28,6 +28,7 @@ def make_scenario(
     dequant_ops: float = 0.0,
     kv_dequant_ops: float = 0.0,
     copy_rows: float = 0.0,
+    dequant_rows: float = 0.0,
     where: str = "scenario",
 ) -> Scenario:
     """A `Scenario` from user-facing values, validated (formats by name); `dequant_ops`:
@@ -35,7 +36,9 @@ def make_scenario(
     (`Scenario.weight_dequant_ops`, `ChipInfo.dequant`); `kv_dequant_ops`: its attention
     kernels' per K/V element read of the cache `kv` (`Scenario.kv_dequant_ops`,
     `ChipInfo.kv_dequant`); `copy_rows`: the rows above which its kernel for `weights`
-    works on a 16-bit copy (`Scenario.weight_copy_rows`, `ChipInfo.copy`; 0: never)."""
+    works on a 16-bit copy (`Scenario.weight_copy_rows`, `ChipInfo.copy`; 0: never);
+    `dequant_rows`: the rows each of its unpackings serves (`Scenario.weight_dequant_rows`,
+    `ChipInfo.tile`; 0: once per step)."""
     for key, value, lo in (("batch", batch, 1), ("context", context, 0), ("prefix", prefix, 0)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= MAX_TOKENS:
             raise InputError(f"{where}: {key} = {value!r}: expected a number >= {lo} and <= {MAX_TOKENS:g}")
@@ -57,8 +60,9 @@ def make_scenario(
     for key, value in (("dequant_ops", dequant_ops), ("kv_dequant_ops", kv_dequant_ops)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
             raise InputError(f"{where}: {key} = {value!r}: expected a number of instructions >= 0")
-    if isinstance(copy_rows, bool) or not isinstance(copy_rows, (int, float)) or not 0 <= copy_rows < float("inf"):
-        raise InputError(f"{where}: copy_rows = {copy_rows!r}: expected a number of rows >= 0 (0: never)")
+    for key, value in (("copy_rows", copy_rows), ("dequant_rows", dequant_rows)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+            raise InputError(f"{where}: {key} = {value!r}: expected a number of rows >= 0 (0: none)")
     if w.plain is not None and dequant_ops > 0:
         raise InputError(
             f"{where}: weights {weights!r} with {dequant_ops!r} instructions per weight to unpack: a recipe of two "
@@ -76,6 +80,7 @@ def make_scenario(
         weight_dequant_ops=dequant_ops,
         kv_dequant_ops=kv_dequant_ops,
         weight_copy_rows=copy_rows,
+        weight_dequant_rows=dequant_rows,
         **plain_fields(w),
     )
 
