@@ -11,7 +11,8 @@ scored median is exact. Variants:
 
 - as shipped;
 - copy off: no `dequant_copy_rows` in any profile (every step over the stored 4-bit
-  weights: GPTQ's dot products on the CUDA cores at any batch);
+  weights: GPTQ's dot products on the CUDA cores at any batch, and both kernels'
+  unpacking once per tile of rows, `dequant_rows`, at any batch);
 - copy and unpacking off: no `dequant_copy_rows`, and no `dequant_ops` for gptq and awq;
 - as int4: the rows priced as the `int4` format they were scored as before 2026-12-08
   (4.25 bits, no copy, no unpacking, GEMMs at the 4-bit class: Marlin's pricing).

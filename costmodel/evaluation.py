@@ -587,5 +587,8 @@ def apply_dequant(workload: Workload, f: Framework, weights: str, kv: str) -> Wo
     return eqx.tree_at(
         lambda w: (s(w).weight_dequant_ops, s(w).kv_dequant_ops, s(w).weight_copy_rows, s(w).weight_dequant_rows),
         workload,
-        tuple(jnp.asarray(x) for x in (f.dequant(weights), f.kv_dequant(kv), f.copy(weights), f.tile(weights))),
+        tuple(
+            jnp.asarray(x, dtype=float)
+            for x in (f.dequant(weights), f.kv_dequant(kv), f.copy(weights), f.tile(weights))
+        ),
     )

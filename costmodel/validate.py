@@ -182,7 +182,9 @@ def with_profile_fields(prepared: Prepared, f: Framework, row: Row) -> Prepared:
     at that many rows: `Scenario.weight_copy_rows`)."""
     chip = apply_profile_fields(prepared.chip, f, row.inference, row.kv)
     workload = apply_dequant(prepared.workload, f, row.weights, row.kv)
-    prefill = eqx.tree_at(lambda w: w.scenario.weight_copy_rows, prepared.prefill, jnp.asarray(f.copy(row.weights)))
+    prefill = eqx.tree_at(
+        lambda w: w.scenario.weight_copy_rows, prepared.prefill, jnp.asarray(f.copy(row.weights), dtype=float)
+    )
     return eqx.tree_at(lambda p: (p.chip, p.workload, p.prefill), prepared, (chip, workload, prefill))
 
 

@@ -110,9 +110,10 @@ def test_the_fit_reproduces_the_file_and_its_two_rows():
 
 def test_offline_rows_are_the_engines_own_runs():
     """Every offline row of either table runs a vLLM V0 engine (the only profiles that
-    price it apart) or, among the tenth, fourteenth and fifteenth blind checks' rows (recorded as
-    gathered), an engine whose profile has no offline host time, which the field then
-    leaves as it is online; and every vLLM 0.6 row of the decode table is offline."""
+    price it apart) or, among the tenth, fourteenth, fifteenth and seventeenth blind checks'
+    rows (recorded as gathered), an engine whose profile has no offline host time, which
+    the field then leaves as it is online; and every vLLM 0.6 row of the decode table is
+    offline."""
     import costmodel.validate_serving as vs
 
     decode = v.load_rows()
@@ -122,11 +123,16 @@ def test_offline_rows_are_the_engines_own_runs():
     offline = [r for r in [*decode, *serving] if r.inference == "offline"]
     others = [r for r in offline if r.framework not in v0]
     assert all(profiles[r.framework].host_offline is None for r in others)
-    assert {r.framework for r in others} == {"sglang", "vllm-v1"}
-    checks = {"2026-12-07, tenth check", "2026-12-07, fourteenth check", "2026-12-07, fifteenth check"}
+    assert {r.framework for r in others} == {"sglang", "vllm-v1", "vllm"}
+    checks = {
+        "2026-12-07, tenth check",
+        "2026-12-07, fourteenth check",
+        "2026-12-07, fifteenth check",
+        "2026-12-08, seventeenth check",
+    }
     assert all(getattr(r, "blind", "") in checks for r in others)
     assert all(r.inference == "offline" for r in decode if r.framework == "vllm-0.6")
-    assert sum(r.inference == "offline" for r in serving if r.framework in v0) == 75
+    assert sum(r.inference == "offline" for r in serving if r.framework in v0) == 82
 
 
 @pytest.mark.parametrize(

@@ -371,9 +371,12 @@ def weight_copy_bytes(weight_bytes, workload: Workload):
     kernel from 256 rows: `awq_dequantize`, then `torch.matmul`,
     vllm/model_executor/layers/quantization/awq.py; github.com/vllm-project/vllm).
     For a 4-bit format that is 4 B per element against about 0.5 stored: a step
-    streams some nine times the bytes, twice a 16-bit model's. The copy is in DRAM
-    wherever the weights are held. Its unpacking is the format's `weight_dequant_ops`,
-    once per element, as without the copy.
+    streams some nine times the bytes, twice a 16-bit model's. The copy is written to
+    the memory that holds the weights (`with_weight_copy`: a GPU's HBM), an upper
+    bound where a matrix's copy is small enough to be read back from the on-chip cache
+    (an H100's 50 MB L2 holds an 8B model's attention output projection, 33 MB). Its
+    unpacking is the format's `weight_dequant_ops`, once per element (the copy's kernel
+    unpacks the whole matrix once: `unpack_passes`).
 
     Args:
         weight_bytes: `[N_WEIGHT_CLASSES]` bytes of each weight class the step streams,
@@ -396,6 +399,17 @@ def weight_copy_bytes(weight_bytes, workload: Workload):
     """
     elements = safe_div(weight_bytes, workload.scenario.class_weight_bytes)
     return jnp.where(copies_weights(workload), 2.0 * COPY_BYTES * elements, 0.0)
+
+
+def with_weight_copy(moved, workload: Workload):
+    """`[classes, tiers]` bytes a step moves per class and tier (`moved`: each class's
+    bytes as stored, read and written) with the 16-bit copy of the weights added to each
+    weight class where its bytes are (`weight_copy_bytes`): what `decode_cost` streams,
+    and `costmodel.report.roofline` plots."""
+    weights = moved[:N_WEIGHT_CLASSES]
+    total = jnp.sum(weights, axis=-1)
+    share = safe_div(weights, total[:, None])
+    return moved.at[:N_WEIGHT_CLASSES].add(weight_copy_bytes(total, workload)[:, None] * share)
 
 
 def kv_dequant_seconds(kv_bytes, traffic: Traffic, workload: Workload, chip: Chip):

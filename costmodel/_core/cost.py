@@ -20,9 +20,9 @@ from . import channels as ch
 from .chip import DRAM, PIM, SRAM, Chip
 from .numerics import safe_div, seconds as seconds_at
 from .placement import spill
-from .traffic import CLASS_IS_KV, N_CLASSES, N_WEIGHT_CLASSES, class_sum, lower_traffic
+from .traffic import CLASS_IS_KV, N_CLASSES, class_sum, lower_traffic
 from .types import BoolScalar, IntScalar, PerTier, PlacementMatrix, Scalar
-from .workload import Workload
+from .workload import F32, Workload
 
 
 BOUNDS = ("memory", "compute", "latency")
@@ -129,12 +129,17 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     # buckets summed), so the per-class kernel efficiencies and FLOP rates apply once.
     moved = class_sum(held * (passing.read_bytes + passing.writes)[:, None], axis=0)  # [classes, tiers]
     # Quantised weights are unpacked between their loads and the matmul: ALU time each
-    # chip spends on its share of the weight bytes DRAM streams (in the stored format).
-    weight_dram = jnp.sum(jnp.where(jnp.asarray(CLASS_IS_KV), 0.0, moved[:, DRAM])) / tp
-    # A kernel that unpacks them into a 16-bit copy writes it to DRAM, and its GEMM
-    # reads it back (`weight_copy_bytes`; none unless `Scenario.weight_copy_rows`).
-    copy = ch.weight_copy_bytes(jnp.sum(moved[:N_WEIGHT_CLASSES], axis=-1), group)
-    moved = moved.at[:N_WEIGHT_CLASSES, DRAM].add(copy)
+    # chip spends on its share of each weight class's bytes DRAM streams (in the stored
+    # format). A kernel whose matmuls run on the FP32 lanes (precision F32: GPTQ's below
+    # its copy) unpacks on the same lanes, so its unpacking adds to its compute; a
+    # tensor-core kernel's holds its loads' slots instead (`stream_bandwidth`).
+    weight_dram = jnp.where(jnp.asarray(CLASS_IS_KV), 0.0, moved[:, DRAM]) / tp  # [classes]
+    unpack = ch.dequant_seconds(weight_dram, group, chip)  # [classes]
+    on_lanes = jnp.where(passing.precision == F32, unpack, 0.0)
+    busy = jnp.sum(unpack - on_lanes)
+    # A kernel that unpacks them into a 16-bit copy writes it and its GEMM reads it back
+    # (`weight_copy_bytes`; none unless `Scenario.weight_copy_rows`).
+    moved = ch.with_weight_copy(moved, group)
     flops = class_sum(held * passing.flops[:, None], axis=0)  # [classes, tiers]
     tier_bytes = jnp.sum(moved, axis=0)  # [tiers], all chips
     # A pipeline runs its stages one after another for each token, so a pass sees
@@ -146,7 +151,6 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     # K/V re-reads the on-chip cache serves stream at its rate (`class_cached_rereads`).
     full = full.at[:, SRAM].add((full[:, SRAM] + full[:, DRAM]) * ch.class_cached_rereads(passing, chip))
     slow = jnp.sum(full, axis=0)
-    busy = ch.dequant_seconds(weight_dram, group, chip)
     # One stream rate per class and tier for the step (`stream_seconds` is linear in the
     # bytes): the weights' kernels under their bytes in flight, the attention kernels'
     # K/V at the tier's rate (`class_in_flight`).
@@ -175,7 +179,7 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
     rates = ch.class_flop_rates(group, passing, chip)
     feed = ch.effective_feed(chip)
     ones = jnp.ones_like(rates)
-    class_compute = ch.compute_seconds(ones, rates, flops[:, SRAM], flops[:, DRAM], feed, tp)  # [classes]
+    class_compute = ch.compute_seconds(ones, rates, flops[:, SRAM], flops[:, DRAM], feed, tp) + on_lanes
     # A quantised cache is unpacked by the attention kernels' ALUs, once per thread block
     # that reads it: compute time of the KV classes, on the bytes SRAM and DRAM stream
     # (PIM computes on its own bytes; writes are not unpacked).
@@ -218,7 +222,7 @@ def decode_cost(workload: Workload, chip: Chip, placement: PlacementMatrix) -> C
 
     tier_joules = groups * ch.tier_joules(tier_bytes, chip, host_bytes)
     host_flops = jnp.sum(flops, axis=-1) - flops[:, PIM]  # [classes]
-    compute_joules = groups * ch.compute_joules(host_flops, traffic.precision.astype(jnp.int32), chip, pim_flops)
+    compute_joules = groups * ch.compute_joules(host_flops, passing.precision.astype(jnp.int32), chip, pim_flops)
     static_joules = chip.static_power * n * seconds
     joules = jnp.sum(tier_joules) + compute_joules + static_joules
 

@@ -18,6 +18,7 @@ from .._core.cost import BOUNDS
 from .._core.numerics import safe_div
 from .._core.traffic import CLASS_IS_KV, CLASSES, class_sum, lower_traffic
 from .._core.types import RealScalarLike
+from .._core.workload import F32
 from ..evaluation import Evaluation
 
 
@@ -51,8 +52,10 @@ def attainable_flops(
             unpack quantised weights (`dequant_seconds` of one byte), s/B.
         cached: K/V re-reads the on-chip cache serves per full-rate byte streamed from
             SRAM and DRAM (`class_cached_rereads`), streamed at the SRAM tier's rate.
-        kv_unpack: the attention kernels' ALU seconds per byte of K/V SRAM and DRAM
-            stream, every read unpacked (`kv_dequant_seconds` of one byte), s/B.
+        kv_unpack: ALU seconds per byte SRAM and DRAM stream spent on the compute
+            lanes: the attention kernels' on K/V, every read unpacked
+            (`kv_dequant_seconds` of one byte), or a weight kernel's whose matmuls run on
+            the FP32 lanes (GPTQ's: `decode_cost`), s/B.
         in_flight: bytes the kernels keep in flight on one chip (`class_in_flight`;
             0: no bound), B; by default the weights' kernels' (`chip_in_flight`).
 
@@ -92,9 +95,18 @@ def class_rates(e: Evaluation) -> tuple[np.ndarray, np.ndarray]:
     for quantised weights and K/V, the unpacking `decode_cost` prices, and the K/V re-reads the
     on-chip cache serves, each under its kernels' bytes in flight (`attainable_flops`)."""
     traffic = lower_traffic(e.workload)
-    moved = class_sum(e.placement * (traffic.read_bytes + traffic.writes)[:, None], axis=0)  # [classes, tiers]
+    stored = class_sum(e.placement * (traffic.read_bytes + traffic.writes)[:, None], axis=0)  # [classes, tiers]
+    moved = ch.with_weight_copy(stored, e.workload)  # a 16-bit copy of the weights, where one is made
     total = jnp.sum(moved, axis=-1)
     held = np.asarray(safe_div(moved, total[:, None]), dtype=float)
+    # The weights' unpacking per byte moved (it is per byte as stored: the copy is not
+    # unpacked), on the stream's slots, or on the FP32 lanes with a kernel whose matmuls
+    # run there (`decode_cost`).
+    is_kv = jnp.asarray(CLASS_IS_KV)
+    unpack = jnp.where(is_kv, 0.0, ch.dequant_seconds(1.0, e.workload, e.chip)) * safe_div(
+        jnp.sum(stored, axis=-1), total
+    )
+    lanes = traffic.precision == F32
     rates = attainable_flops(
         e.chip,
         held,
@@ -102,9 +114,9 @@ def class_rates(e: Evaluation) -> tuple[np.ndarray, np.ndarray]:
         class_sum(traffic.flops),
         ch.class_flop_rates(e.workload, traffic, e.chip),
         ch.class_stream_efficiency(traffic, e.chip),
-        jnp.where(jnp.asarray(CLASS_IS_KV), 0.0, ch.dequant_seconds(1.0, e.workload, e.chip)),
+        jnp.where(lanes, 0.0, unpack),
         ch.class_cached_rereads(traffic, e.chip),
-        jnp.where(jnp.asarray(CLASS_IS_KV), ch.kv_dequant_seconds(1.0, traffic, e.workload, e.chip), 0.0),
+        jnp.where(is_kv, ch.kv_dequant_seconds(1.0, traffic, e.workload, e.chip), jnp.where(lanes, unpack, 0.0)),
         ch.class_in_flight(e.chip),
     )
     return held, np.asarray(rates, dtype=float)
@@ -143,7 +155,7 @@ def roofline_plot(evaluation: Evaluation, path: str | Path, title: str = "") -> 
     traffic = lower_traffic(e.workload)
     n = _f(chip.n_chips)
     tp = _f(chip.tensor_parallel)
-    prec = int(np.asarray(e.workload.scenario.weight_precision))
+    prec = int(np.asarray(traffic.precision[1]))  # the FFN's GEMMs (16 bits over a weight copy)
     peak_rate = chip.peak_flops[prec] * chip.compute_efficiency  # one chip, FLOP/s
     peak = _f(peak_rate) * tp
     bw = np.asarray(ch.stream_bandwidth(chip.tiers, ch.chip_in_flight(chip)), dtype=float) * tp
