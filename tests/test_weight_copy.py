@@ -20,13 +20,17 @@ from helpers import bounded_chip
 GPTQ_BYTES = 4.15625 / 8  # data/formats.toml: 4-bit weights, fp16 scale and 4-bit zero per group of 128
 
 
-def _workload(batch, rows=50.0, precision=F32, weight_bytes=GPTQ_BYTES):
+def _workload(batch, rows=50.0, precision=F32, weight_bytes=GPTQ_BYTES, ops=0.0, tile=0.0):
+    """Llama 3 8B at 512 tokens of context, GPTQ-like weights: a copy above `rows`,
+    `ops` instructions per weight unpacked once per `tile` rows."""
     scenario = cm.Scenario(
         batch=batch,
         context=512,
         weight_bytes=weight_bytes,
         weight_precision=precision,
         weight_copy_rows=rows,
+        weight_dequant_ops=ops,
+        weight_dequant_rows=tile,
     )
     return cm.Workload(cm.model_preset("llama-3-8b"), scenario)
 
@@ -142,16 +146,7 @@ def test_the_gptq_threshold_sits_near_where_the_two_paths_cost_alike():
     chip = cm.chip_preset("h100-sxm")
 
     def seconds(batch, rows):
-        scenario = cm.Scenario(
-            batch=batch,
-            context=512,
-            weight_bytes=GPTQ_BYTES,
-            weight_precision=F32,
-            weight_copy_rows=rows,
-            weight_dequant_ops=1.75,
-            weight_dequant_rows=8,
-        )
-        return float(_cost(cm.Workload(cm.model_preset("llama-3-8b"), scenario), chip).seconds_per_step)
+        return float(_cost(_workload(batch, rows=rows, ops=1.75, tile=8), chip).seconds_per_step)
 
     direct, copy = seconds(50, 0.0), seconds(50, 1.0)
     assert 0.5 < copy / direct < 2.0
@@ -167,15 +162,7 @@ def test_gptq_unpacks_on_the_lanes_its_matmuls_use():
     chip = cm.chip_preset("h100-sxm")
 
     def seconds(ops, precision=F32):
-        scenario = cm.Scenario(
-            batch=24,
-            context=512,
-            weight_bytes=GPTQ_BYTES,
-            weight_precision=precision,
-            weight_dequant_ops=ops,
-            weight_dequant_rows=8,
-        )
-        return float(_cost(cm.Workload(cm.model_preset("llama-3-8b"), scenario), chip).seconds_per_step)
+        return float(_cost(_workload(24, rows=0.0, precision=precision, ops=ops, tile=8), chip).seconds_per_step)
 
     lanes = seconds(1.75) / seconds(0.0)
     assert 1.1 < lanes < 1.4
@@ -268,10 +255,7 @@ def test_the_unpacking_repeats_per_tile_in_the_alu_time():
     chip = bounded_chip(peak_flops=(20e12, 312e12, 624e12, 1248e12))
 
     def w(batch, tile):
-        scenario = cm.Scenario(
-            batch=batch, context=512, weight_bytes=GPTQ_BYTES, weight_dequant_ops=2.75, weight_dequant_rows=tile
-        )
-        return cm.Workload(cm.model_preset("llama-3-8b"), scenario)
+        return _workload(batch, rows=0.0, precision=BITS16, ops=2.75, tile=tile)
 
     once = float(cm.dequant_seconds(1e9, w(40, 0), chip))
     assert float(cm.dequant_seconds(1e9, w(40, 16), chip)) == pytest.approx(3 * once, rel=1e-6)
@@ -325,16 +309,7 @@ def test_gradients_with_unpacking_per_tile_match_finite_differences(x64):
 
     def f(x):
         batch, ops = x
-        scenario = cm.Scenario(
-            batch=batch,
-            context=512,
-            weight_bytes=GPTQ_BYTES,
-            weight_precision=F32,
-            weight_copy_rows=50.0,
-            weight_dequant_ops=ops,
-            weight_dequant_rows=8.0,
-        )
-        return _cost(cm.Workload(cm.model_preset("llama-3-8b"), scenario), chip).seconds_per_step
+        return _cost(_workload(batch, ops=ops, tile=8.0), chip).seconds_per_step
 
     for batch in (20.0, 120.0):  # 3 unpackings on the lanes; one, before the copy
         x = jnp.asarray([batch, 1.75], dtype=jnp.float64)
