@@ -364,8 +364,8 @@ def weight_copy_bytes(weight_bytes, workload: Workload):
     weight class, B.
 
     Where the step's rows exceed `Scenario.weight_copy_rows` (`copies_weights`), a
-    kernel unpacks every weight element it streams into a 16-bit buffer in DRAM, and a
-    16-bit GEMM reads it back: `2 x COPY_BYTES` per element, on top of the stored
+    kernel unpacks every weight element it streams into a 16-bit buffer in memory, and
+    a 16-bit GEMM reads it back: `2 x COPY_BYTES` per element, on top of the stored
     format's bytes (vLLM's GPTQ kernel above 50 rows: `reconstruct_exllama` writes
     `temp_dq`, then `cublasHgemm` reads it, csrc/quantization/gptq/q_gemm.cu; its AWQ
     kernel from 256 rows: `awq_dequantize`, then `torch.matmul`,
