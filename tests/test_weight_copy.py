@@ -40,6 +40,19 @@ def _cost(workload, chip=None):
     return cm.decode_cost(workload, chip, cm.policy_placement("dram", cm.lower_traffic(workload), chip))
 
 
+def _matches_finite_differences(f, point, checked):
+    """`jax.grad(f)` at `point` (float64), its first `checked` components asserted equal
+    to central finite differences; returns the gradient."""
+    x = jnp.asarray(point, dtype=jnp.float64)
+    g = np.asarray(jax.grad(f)(x))
+    for i in range(checked):
+        h = 1e-6 * float(x[i])
+        e = jnp.zeros(x.shape, dtype=jnp.float64).at[i].set(h)
+        fd = (float(f(x + e)) - float(f(x - e))) / (2 * h)
+        assert g[i] == pytest.approx(fd, rel=1e-5, abs=1e-20), (point, i)
+    return g
+
+
 def _weight_elements(workload):
     t = cm.lower_traffic(workload, buckets=False)
     read = t.read_bytes[:N_WEIGHT_CLASSES]
@@ -127,13 +140,7 @@ def test_gradients_match_finite_differences_across_the_copy(x64):
         return _cost(_workload(batch, rows=rows, weight_bytes=weight_bytes), chip).seconds_per_step
 
     for batch in (20.0, 120.0):  # below, and above, the 50 rows
-        x = jnp.asarray([batch, GPTQ_BYTES, 50.0], dtype=jnp.float64)
-        g = np.asarray(jax.grad(f)(x))
-        for i in range(2):
-            h = 1e-6 * float(x[i])
-            e = jnp.zeros(3, dtype=jnp.float64).at[i].set(h)
-            fd = (float(f(x + e)) - float(f(x - e))) / (2 * h)
-            assert g[i] == pytest.approx(fd, rel=1e-5, abs=1e-20), (batch, i)
+        g = _matches_finite_differences(f, [batch, GPTQ_BYTES, 50.0], checked=2)
         assert g[2] == 0.0 and np.all(np.isfinite(g))
 
 
@@ -312,11 +319,5 @@ def test_gradients_with_unpacking_per_tile_match_finite_differences(x64):
         return _cost(_workload(batch, ops=ops, tile=8.0), chip).seconds_per_step
 
     for batch in (20.0, 120.0):  # 3 unpackings on the lanes; one, before the copy
-        x = jnp.asarray([batch, 1.75], dtype=jnp.float64)
-        g = np.asarray(jax.grad(f)(x))
-        for i in range(2):
-            h = 1e-6 * float(x[i])
-            e = jnp.zeros(2, dtype=jnp.float64).at[i].set(h)
-            fd = (float(f(x + e)) - float(f(x - e))) / (2 * h)
-            assert g[i] == pytest.approx(fd, rel=1e-5, abs=1e-20), (batch, i)
+        g = _matches_finite_differences(f, [batch, 1.75], checked=2)
         assert g[1] > 0
