@@ -12,6 +12,7 @@ from .._core.placement import POLICIES
 from .._core.workload import BITS4, BITS8, BITS16, F32
 from .errors import InputError
 from .files import data_dir, load_toml
+from .formats import KernelTables
 from .schema import check_table
 
 
@@ -366,7 +367,7 @@ def chip_file_text(table: dict[str, Any], comments: Sequence[str] = ()) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class ChipInfo:
+class ChipInfo(KernelTables):
     """A chip with what is not part of the pytree: how its system places data, and
     (`max_batch`) the most sequences its serving engine runs at once: a framework's
     scheduler cap (vLLM's `--max-num-seqs`), set by `apply_framework`; None: only the
@@ -394,24 +395,6 @@ class ChipInfo:
     kv_dequant_ops: tuple[tuple[str, float], ...] = ()
     copy_rows: tuple[tuple[str, float], ...] = ()
     dequant_rows: tuple[tuple[str, float], ...] = ()
-
-    def dequant(self, weights: str) -> float:
-        """Instructions per weight element the system's kernels spend unpacking `weights`."""
-        return dict(self.dequant_ops).get(weights, 0.0)
-
-    def kv_dequant(self, kv: str) -> float:
-        """Instructions per K/V element read the system's attention kernels spend
-        unpacking the cache format `kv`."""
-        return dict(self.kv_dequant_ops).get(kv, 0.0)
-
-    def copy(self, weights: str) -> float:
-        """Rows above which the system's kernel for `weights` works on a 16-bit copy of
-        the weights (0: never)."""
-        return dict(self.copy_rows).get(weights, 0.0)
-
-    def tile(self, weights: str) -> float:
-        """Rows each unpacking of `weights` by the system's kernel serves (0: once per step)."""
-        return dict(self.dequant_rows).get(weights, 0.0)
 
     def prefill_chip(self) -> Chip:
         """The chip as a pass that prefills prompts alone runs it: its compute efficiency

@@ -66,3 +66,37 @@ def get_format(name: str, what: str = "format") -> Format:
     if name not in table:
         raise InputError(f"{what} {name!r}: unknown format; expected one of {sorted(table)}")
     return table[name]
+
+
+class KernelTables:
+    """What a framework's kernels do with each number format, looked up by format name
+    from the tables a `Framework` reads from data/frameworks.toml and a `ChipInfo`
+    carries once the framework is applied (`costmodel.evaluation.apply_framework`):
+    `dequant_ops`, `kv_dequant_ops`, `copy_rows` and `dequant_rows`, each a tuple of
+    (format, value) pairs; a format absent gets 0 (used as stored, never copied, unpacked
+    once per step)."""
+
+    dequant_ops: tuple[tuple[str, float], ...]
+    kv_dequant_ops: tuple[tuple[str, float], ...]
+    copy_rows: tuple[tuple[str, float], ...]
+    dequant_rows: tuple[tuple[str, float], ...]
+
+    def dequant(self, weights: str) -> float:
+        """ALU instructions per weight element the kernels spend unpacking `weights`
+        (`Scenario.weight_dequant_ops`)."""
+        return dict(self.dequant_ops).get(weights, 0.0)
+
+    def kv_dequant(self, kv: str) -> float:
+        """ALU instructions per K/V element read the attention kernels spend unpacking
+        the cache format `kv` (`Scenario.kv_dequant_ops`)."""
+        return dict(self.kv_dequant_ops).get(kv, 0.0)
+
+    def copy(self, weights: str) -> float:
+        """Rows above which the kernel for `weights` works on a 16-bit copy of the
+        weights (`Scenario.weight_copy_rows`; 0: never)."""
+        return dict(self.copy_rows).get(weights, 0.0)
+
+    def tile(self, weights: str) -> float:
+        """Rows each unpacking of `weights` by the kernel serves
+        (`Scenario.weight_dequant_rows`; 0: once per step)."""
+        return dict(self.dequant_rows).get(weights, 0.0)

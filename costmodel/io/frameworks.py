@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .errors import InputError
 from .files import data_dir, named_tables
-from .formats import formats
+from .formats import KernelTables, formats
 from .schema import check_table
 
 
@@ -146,7 +146,7 @@ PROFILE_HALF_RATE_FLOOR = 1e-6
 
 
 @dataclasses.dataclass(frozen=True)
-class Framework:
+class Framework(KernelTables):
     """A serving-framework efficiency profile (`data/frameworks.toml`).
 
     Attributes:
@@ -232,26 +232,6 @@ class Framework:
         if inference == "offline" and self.host_offline is not None:
             return (self.host[0], self.host_offline)
         return self.host
-
-    def dequant(self, weights: str) -> float:
-        """ALU instructions per weight element the profile's kernels spend unpacking the
-        format `weights` (0: used as stored)."""
-        return dict(self.dequant_ops).get(weights, 0.0)
-
-    def kv_dequant(self, kv: str) -> float:
-        """ALU instructions per K/V element read the profile's attention kernels spend
-        unpacking the cache format `kv` (0: used as stored)."""
-        return dict(self.kv_dequant_ops).get(kv, 0.0)
-
-    def copy(self, weights: str) -> float:
-        """Rows above which the profile's kernel for `weights` works on a 16-bit copy
-        (`COPY_ROWS`; 0: never)."""
-        return dict(self.copy_rows).get(weights, 0.0)
-
-    def tile(self, weights: str) -> float:
-        """Rows each unpacking of `weights` by the profile's kernel serves
-        (`DEQUANT_ROWS`; 0: once per step)."""
-        return dict(self.dequant_rows).get(weights, 0.0)
 
     def value(self, field: str) -> float | None:
         """The profile's value of one of its fields (`PROFILE_FIELDS`, `HOST_FIELDS`;
